@@ -1,0 +1,157 @@
+package pipelines
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func validName(s string) bool { return len(s) <= 64 && nameRE.MatchString(s) }
+
+// mappingValue returns the value node of key in mapping n, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+type strictErr struct {
+	node *yaml.Node
+	msg  string
+}
+
+// strictCheck walks node n against the Go type of v and reports keys that
+// the type does not name (yaml.v3's KnownFields is only available on a
+// Decoder, not on Node.Decode, and reports one error at a time without the
+// key's column). Type mismatches are left to Node.Decode.
+func strictCheck(n *yaml.Node, v any, skip []string) []strictErr {
+	var errs []strictErr
+	checkNode(n, reflect.TypeOf(v), skip, &errs)
+	return errs
+}
+
+func checkNode(n *yaml.Node, t reflect.Type, skip []string, errs *[]strictErr) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n == nil || t == nil {
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return // the type checks itself
+	}
+	if t == reflect.TypeOf(yaml.Node{}) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // Node.Decode reports the type mismatch
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if contains(skip, k.Value) {
+				continue
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, strictErr{k, fmt.Sprintf("unknown option %q (known: %s)", k.Value, strings.Join(sortedKeys(fields), ", "))})
+				continue
+			}
+			checkNode(n.Content[i+1], ft, nil, errs)
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for _, c := range n.Content {
+			checkNode(c, t.Elem(), nil, errs)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 1; i < len(n.Content); i += 2 {
+			checkNode(n.Content[i], t.Elem(), nil, errs)
+		}
+	}
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func sortedKeys(m map[string]reflect.Type) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanYAMLError strips yaml.v3's "yaml: unmarshal errors:\n  line N: "
+// prefix, since our errors carry their own position.
+func cleanYAMLError(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "yaml: unmarshal errors:\n")
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "line ") {
+		if i := strings.Index(s, ": "); i > 0 {
+			s = s[i+2:]
+		}
+	}
+	return s
+}

@@ -1,0 +1,111 @@
+package rings
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Arena is the frame arena: one contiguous region carved into fixed-size,
+// power-of-two frames, and a stack of free frame addresses. It is the
+// in-process twin of an AF_XDP UMEM: a descriptor's Addr is an offset into
+// it, and frames move between owners by address, never by copying.
+//
+// Alloc and Free are O(1) and touch only the free stack. They are not safe
+// for concurrent use: the arena's free list belongs to one goroutine (the
+// engine's I/O loop), which is the only place frames are allocated and
+// freed. Workers only read and write frame bytes through descriptors they own.
+type Arena struct {
+	mem       []byte
+	frameSize int
+	headroom  int
+	free      []uint64 // stack of free frame base addresses
+}
+
+// ErrArenaEmpty is returned when no free frame is left.
+var ErrArenaEmpty = errors.New("frame arena exhausted")
+
+// ArenaOptions configures an Arena.
+type ArenaOptions struct {
+	Frames    int // number of frames
+	FrameSize int // bytes per frame: a power of two between 2048 and 65536
+	Headroom  int // bytes reserved at each frame's start for pushed headers
+}
+
+// DefaultArenaOptions returns the options used by replay: 4096 frames of
+// 4096 bytes (the AF_XDP default chunk size) with 256 bytes of headroom
+// (XDP_PACKET_HEADROOM).
+func DefaultArenaOptions() ArenaOptions {
+	return ArenaOptions{Frames: 4096, FrameSize: 4096, Headroom: 256}
+}
+
+// NewArena allocates an arena with every frame free.
+func NewArena(o ArenaOptions) (*Arena, error) {
+	if o.FrameSize < 2048 || o.FrameSize > 65536 || o.FrameSize&(o.FrameSize-1) != 0 {
+		return nil, fmt.Errorf("frame size %d: must be a power of two in [2048, 65536]", o.FrameSize)
+	}
+	if o.Frames <= 0 || o.Frames > 1<<22 {
+		return nil, fmt.Errorf("frame count %d: must be in [1, %d]", o.Frames, 1<<22)
+	}
+	if o.Headroom < 0 || o.Headroom >= o.FrameSize/2 {
+		return nil, fmt.Errorf("headroom %d: must be in [0, %d)", o.Headroom, o.FrameSize/2)
+	}
+	a := &Arena{
+		mem:       make([]byte, o.Frames*o.FrameSize),
+		frameSize: o.FrameSize,
+		headroom:  o.Headroom,
+		free:      make([]uint64, o.Frames),
+	}
+	// Lowest addresses on top of the stack, so a fresh arena hands out
+	// frames in address order (deterministic, cache friendly).
+	for i := range a.free {
+		a.free[i] = uint64((o.Frames - 1 - i) * o.FrameSize)
+	}
+	return a, nil
+}
+
+// FrameSize returns the size of one frame in bytes.
+func (a *Arena) FrameSize() int { return a.frameSize }
+
+// Headroom returns the bytes reserved before a freshly allocated packet.
+func (a *Arena) Headroom() int { return a.headroom }
+
+// Frames returns the total number of frames.
+func (a *Arena) Frames() int { return len(a.mem) / a.frameSize }
+
+// FreeFrames returns how many frames are on the free stack.
+func (a *Arena) FreeFrames() int { return len(a.free) }
+
+// Mem returns the arena's whole memory, for registering it as a UMEM.
+func (a *Arena) Mem() []byte { return a.mem }
+
+// Alloc takes a frame off the free stack and returns the address where a
+// new packet starts (frame base + headroom).
+func (a *Arena) Alloc() (addr uint64, ok bool) {
+	n := len(a.free)
+	if n == 0 {
+		return 0, false
+	}
+	base := a.free[n-1]
+	a.free = a.free[:n-1]
+	return base + uint64(a.headroom), true
+}
+
+// Free returns the frame holding addr to the free stack. Any address inside
+// the frame names it. Freeing a frame twice corrupts the stack; the
+// accounting Tracker catches it in tests.
+func (a *Arena) Free(addr uint64) {
+	a.free = append(a.free, addr&^uint64(a.frameSize-1))
+}
+
+// Frame returns the whole frame holding addr: a view valid for as long as the
+// caller owns that frame.
+func (a *Arena) Frame(addr uint64) []byte {
+	base := addr &^ uint64(a.frameSize-1)
+	return a.mem[base : base+uint64(a.frameSize) : base+uint64(a.frameSize)]
+}
+
+// Bytes returns the packet a descriptor names: a view valid for as long as the
+// caller owns the descriptor's frame.
+func (a *Arena) Bytes(d Desc) []byte {
+	return a.mem[d.Addr : d.Addr+uint64(d.Len)]
+}

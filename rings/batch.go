@@ -1,0 +1,85 @@
+package rings
+
+// Batch is the unit of work that moves between ports, workers and pipeline
+// stages: a fixed-capacity vector of descriptors with one Meta per
+// descriptor, and a view of the arena the descriptors point into.
+//
+// A batch never owns packet bytes; it owns the frames its descriptors name
+// for as long as it holds them, and hands them on by handing on the
+// descriptors. Its capacity is fixed for its whole life, so a batch can be
+// reused forever without allocating.
+type Batch struct {
+	Descs []Desc // len is the number of packets in the batch; cap is the capacity
+	Meta  []Meta // same len as Descs
+
+	mem       []byte // the arena's memory
+	frameMask uint64 // frameSize-1
+}
+
+// NewBatch returns an empty batch of the given capacity whose descriptors
+// point into a.
+func NewBatch(capacity int, a *Arena) *Batch {
+	if capacity <= 0 || capacity > MaxBatch {
+		panic("rings: batch capacity out of range") // programming error, validated by callers
+	}
+	return &Batch{
+		Descs:     make([]Desc, 0, capacity),
+		Meta:      make([]Meta, 0, capacity),
+		mem:       a.mem,
+		frameMask: uint64(a.frameSize - 1),
+	}
+}
+
+// MaxBatch is the largest batch capacity. Packet indices within a batch fit
+// in a uint16.
+const MaxBatch = 1024
+
+// Len returns the number of packets in the batch.
+func (b *Batch) Len() int { return len(b.Descs) }
+
+// Cap returns the batch's fixed capacity.
+func (b *Batch) Cap() int { return cap(b.Descs) }
+
+// SetLen sets the number of packets, within capacity. Descriptors and
+// metadata beyond the old length keep whatever they held.
+func (b *Batch) SetLen(n int) {
+	b.Descs = b.Descs[:n]
+	b.Meta = b.Meta[:n]
+}
+
+// Clear empties the batch.
+func (b *Batch) Clear() { b.SetLen(0) }
+
+// Packet returns packet i's bytes: a view into the arena, valid until the
+// descriptor leaves this batch (handed on, freed or overwritten). Writing
+// through it rewrites the packet in place. Its capacity ends at the end of
+// the frame, so a stage can grow the packet's tail within the frame.
+func (b *Batch) Packet(i int) []byte {
+	d := &b.Descs[i]
+	end := (d.Addr | b.frameMask) + 1
+	return b.mem[d.Addr : d.Addr+uint64(d.Len) : end]
+}
+
+// Headroom returns how many bytes lie between the frame's start and packet
+// i's first byte: how far AdjustHead can move the start back.
+func (b *Batch) Headroom(i int) int {
+	return int(b.Descs[i].Addr & b.frameMask)
+}
+
+// AdjustHead moves packet i's first byte by delta bytes, like
+// bpf_xdp_adjust_head: a negative delta grows the packet at the front (to
+// push a header), a positive one shrinks it. It reports false, changing
+// nothing, when the result would leave the frame or be empty.
+func (b *Batch) AdjustHead(i int, delta int) bool {
+	d := &b.Descs[i]
+	off := int(d.Addr & b.frameMask)
+	if delta < 0 && -delta > off {
+		return false
+	}
+	if delta >= int(d.Len) {
+		return false
+	}
+	d.Addr = uint64(int64(d.Addr) + int64(delta))
+	d.Len = uint32(int(d.Len) - delta)
+	return true
+}
