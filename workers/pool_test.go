@@ -1,0 +1,260 @@
+package workers
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// jitterKernel marks each descriptor, counts it in a shared per-sequence
+// array, and takes a random time, so workers finish out of order.
+type jitterKernel struct {
+	rng  *rand.Rand
+	seen []atomic.Uint32 // indexed by sequence number (Desc.Addr)
+}
+
+func (k *jitterKernel) Process(b *rings.Batch) {
+	for i := range b.Descs {
+		b.Descs[i].Options++
+		b.Meta[i].Seq = b.Descs[i].Addr
+		k.seen[b.Descs[i].Addr].Add(1)
+	}
+	switch r := k.rng.IntN(16); {
+	case r == 0:
+		time.Sleep(time.Duration(k.rng.IntN(200)) * time.Microsecond)
+	case r < 4:
+		runtime.Gosched()
+	default:
+		for range k.rng.IntN(2000) { // busy work of random length
+			k.rng.Uint64()
+		}
+	}
+}
+
+// runOrdered pushes packets through p with the given producer/consumer
+// arrangement and checks that the consumer sees every sequence number once,
+// in order, each processed exactly once.
+func runOrdered(t *testing.T, workers, packets int, separate bool) {
+	seen := make([]atomic.Uint32, packets)
+	o := testOptions(t, workers)
+	o.Slots = 4 // small, so the producer laps the ring many times
+	if o.Slots < workers {
+		o.Slots = ceilPow2(workers)
+	}
+	p := newTestPool(t, o, kernelsOf(workers, func(i int) Kernel {
+		return &jitterKernel{rng: rand.New(rand.NewPCG(uint64(i), 42)), seen: seen}
+	}))
+	rng := rand.New(rand.NewPCG(7, 7))
+
+	next := uint64(0) // next sequence number to produce
+	produce := func() bool {
+		if next == uint64(packets) {
+			return false
+		}
+		b, ok := p.Acquire()
+		if !ok {
+			return false
+		}
+		if b.Len() != 0 {
+			t.Errorf("Acquire returned a batch of length %d, want cleared", b.Len())
+		}
+		n := min(1+rng.IntN(testBatchCap), packets-int(next))
+		b.SetLen(n)
+		for i := range n {
+			b.Descs[i] = rings.Desc{Addr: next, Len: 64}
+			b.Meta[i] = rings.Meta{}
+			next++
+		}
+		p.Submit()
+		return true
+	}
+	want := uint64(0) // next sequence number the consumer expects
+	consume := func() bool {
+		b, ok := p.Completed()
+		if !ok {
+			return false
+		}
+		for i := range b.Descs {
+			d := b.Descs[i]
+			if d.Addr != want {
+				t.Fatalf("consumer got sequence %d, want %d", d.Addr, want)
+			}
+			if d.Options != 1 || b.Meta[i].Seq != d.Addr {
+				t.Fatalf("sequence %d: processed %d times (meta seq %d), want once", d.Addr, d.Options, b.Meta[i].Seq)
+			}
+			want++
+		}
+		p.Release()
+		return true
+	}
+
+	deadline := time.Now().Add(5 * time.Second)
+	if separate {
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for next < uint64(packets) && time.Now().Before(deadline) {
+				if !produce() {
+					runtime.Gosched()
+				}
+			}
+		})
+		for want < uint64(packets) && time.Now().Before(deadline) {
+			if !consume() {
+				runtime.Gosched()
+			}
+		}
+		wg.Wait()
+	} else {
+		for want < uint64(packets) && time.Now().Before(deadline) {
+			if !produce() && !consume() {
+				runtime.Gosched()
+			}
+			if p.InFlight() > p.Slots() || p.InFlight() < 0 {
+				t.Fatalf("InFlight %d outside [0, %d]", p.InFlight(), p.Slots())
+			}
+		}
+	}
+	if want != uint64(packets) {
+		t.Fatalf("timed out: consumed %d of %d packets", want, packets)
+	}
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Fatalf("sequence %d seen by kernels %d times, want 1", i, c)
+		}
+	}
+	if p.InFlight() != 0 {
+		t.Errorf("InFlight %d after draining, want 0", p.InFlight())
+	}
+	tot := p.Stats().Total()
+	if tot.Packets != uint64(packets) {
+		t.Errorf("Stats packets %d, want %d", tot.Packets, packets)
+	}
+}
+
+func TestOrderPreserved(t *testing.T) {
+	packets := 20000
+	if raceEnabled {
+		packets = 4000
+	}
+	for _, tc := range []struct {
+		name     string
+		workers  int
+		separate bool
+	}{
+		{"1worker", 1, false},
+		{"3workers", 3, false},
+		{"4workers/separate-consumer", 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runOrdered(t, tc.workers, packets, tc.separate) })
+	}
+}
+
+func TestBackPressure(t *testing.T) {
+	block := make(chan struct{})
+	o := testOptions(t, 1)
+	o.Slots = 2
+	p := newTestPool(t, o, []Kernel{kernelFunc(func(*rings.Batch) { <-block })})
+	for i := range 2 {
+		if _, ok := p.Acquire(); !ok {
+			t.Fatalf("Acquire %d: slot not free", i)
+		}
+		p.Submit()
+	}
+	if _, ok := p.Acquire(); ok {
+		t.Fatal("Acquire with every slot in flight succeeded")
+	}
+	if got := p.InFlight(); got != 2 {
+		t.Fatalf("InFlight %d, want 2", got)
+	}
+	if _, ok := p.Completed(); ok {
+		t.Fatal("Completed returned a batch the kernel has not finished")
+	}
+	close(block)
+	drainOne(t, p, nil)
+	if _, ok := p.Acquire(); !ok {
+		t.Fatal("Acquire after Release: slot not free")
+	}
+	drainOne(t, p, nil)
+	if got := p.InFlight(); got != 0 {
+		t.Fatalf("InFlight %d, want 0", got)
+	}
+}
+
+func TestStatsCounts(t *testing.T) {
+	p := newTestPool(t, testOptions(t, 2), kernelsOf(2, func(int) Kernel { return markKernel{} }))
+	const batches = 50
+	for i := range batches {
+		waitFor(t, "a free slot", func() bool { _, ok := p.Acquire(); return ok })
+		b, _ := p.Acquire()
+		b.SetLen(1 + i%testBatchCap)
+		p.Submit()
+		drainOne(t, p, nil)
+	}
+	tot := p.Stats().Total()
+	wantPkts := uint64(0)
+	for i := range batches {
+		wantPkts += uint64(1 + i%testBatchCap)
+	}
+	if tot.Batches != batches || tot.Packets != wantPkts {
+		t.Fatalf("Stats total batches %d packets %d, want %d and %d", tot.Batches, tot.Packets, batches, wantPkts)
+	}
+	if n := len(p.Stats().Workers); n != 2 {
+		t.Fatalf("Stats has %d workers, want 2", n)
+	}
+}
+
+func TestMisusePanics(t *testing.T) {
+	p := newTestPool(t, testOptions(t, 1), []Kernel{markKernel{}})
+	for name, f := range map[string]func(){
+		"Submit without Acquire":    p.Submit,
+		"Release without Completed": p.Release,
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			f()
+		})
+	}
+}
+
+// TestSteadyStateAllocs proves the handoff, worker side included, does not
+// allocate: AllocsPerRun counts every goroutine's mallocs.
+func TestSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, workers := range []int{1, 2} {
+		p := newTestPool(t, testOptions(t, workers), kernelsOf(workers, func(int) Kernel { return markKernel{} }))
+		step := func() {
+			for {
+				if b, ok := p.Acquire(); ok {
+					b.SetLen(testBatchCap)
+					p.Submit()
+					break
+				}
+				runtime.Gosched()
+			}
+			for {
+				if _, ok := p.Completed(); ok {
+					p.Release()
+					return
+				}
+				runtime.Gosched()
+			}
+		}
+		for range 100 {
+			step()
+		}
+		if a := testing.AllocsPerRun(2000, step); a != 0 {
+			t.Errorf("%d workers: %v allocs per batch handoff, want 0", workers, a)
+		}
+	}
+}

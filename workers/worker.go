@@ -1,0 +1,157 @@
+package workers
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// worker is one persistent goroutine's identity and counters. The counters
+// have a single writer (the worker, or a drain after it exited) and are read
+// by Stats with atomic loads, so the writer uses load+store, not an atomic
+// add: no locked instruction on the hot path.
+type worker struct {
+	id     int
+	kernel Kernel
+	cpu    int // -1: not pinned
+	lock   bool
+
+	_       [cacheLine]byte
+	batches atomic.Uint64
+	packets atomic.Uint64
+	spins   atomic.Uint64
+	yields  atomic.Uint64
+	parks   atomic.Uint64
+	_       [cacheLine]byte
+}
+
+func bump(c *atomic.Uint64, n uint64) { c.Store(c.Load() + n) }
+
+// run is a worker's life: poll for the next ready slot, run the kernel,
+// back off when there is none, exit once closed and nothing is ready.
+func (p *Pool) run(w *worker, started chan<- error) {
+	defer p.wg.Done()
+	if w.lock {
+		runtime.LockOSThread()
+		if w.cpu < 0 {
+			defer runtime.UnlockOSThread()
+		}
+		// A pinned thread is never unlocked: when the goroutine exits the
+		// runtime destroys the thread instead of reusing its odd affinity.
+	}
+	if w.cpu >= 0 {
+		if err := pinThread(w.cpu); err != nil {
+			started <- err
+			return
+		}
+	}
+	started <- nil
+
+	var timer *time.Timer
+	if p.idle.MaxPark > 0 {
+		timer = time.NewTimer(p.idle.MaxPark)
+		timer.Stop()
+	}
+	spinEnd := p.idle.Spins
+	yieldEnd := spinEnd + p.idle.Yields
+	idle := 0
+	var spins, yields uint64
+	for {
+		if p.claimOne(w) {
+			idle = 0
+			continue
+		}
+		// Order matters: load closed, then look for work. Submit stores
+		// ready and then loads closed, so a batch submitted before Close
+		// is either seen here or handled by Close's drain.
+		if p.closed.Load() && !p.readyAtClaim() {
+			break
+		}
+		switch {
+		case idle < spinEnd:
+			idle++
+			spins++
+		case idle < yieldEnd:
+			idle++
+			yields++
+			runtime.Gosched()
+		default:
+			if spins|yields != 0 { // flush idle counters before sleeping
+				bump(&w.spins, spins)
+				bump(&w.yields, yields)
+				spins, yields = 0, 0
+			}
+			if p.park(w, timer) {
+				idle = 0 // woken for work: spin again before the next park
+			}
+		}
+	}
+	bump(&w.spins, spins)
+	bump(&w.yields, yields)
+	if timer != nil {
+		timer.Stop()
+	}
+}
+
+// readyAtClaim reports whether the next slot to claim is ready.
+func (p *Pool) readyAtClaim() bool {
+	c := p.claim.Load()
+	return p.slots[c&p.mask].status.Load() == p.word(statusReady, c)
+}
+
+// claimOne claims the next ready slot, runs w's kernel on it and marks it
+// done. It reports false, doing nothing, when that slot is not ready.
+func (p *Pool) claimOne(w *worker) bool {
+	c := p.claim.Load()
+	s := &p.slots[c&p.mask]
+	// Only "ready in c's lap" will do. A plain "ready" could be left over
+	// from sequence c-Slots, claimed by a worker that has not stored busy
+	// yet; claiming it again would run two kernels on one batch.
+	if s.status.Load() != p.word(statusReady, c) {
+		return false
+	}
+	// Seeing ready in c's lap means the producer submitted c. If another
+	// worker claimed c since our load, claim moved on and the CAS fails, so
+	// each sequence number is claimed exactly once.
+	if !p.claim.CompareAndSwap(c, c+1) {
+		return true // lost the race to another worker: there is work, poll again at once
+	}
+	s.status.Store(p.word(statusBusy, c))
+	b := s.batch
+	w.kernel.Process(b)
+	bump(&w.batches, 1)
+	bump(&w.packets, uint64(b.Len()))
+	// Publishes the kernel's writes to the consumer.
+	s.status.Store(p.word(statusDone, c))
+	return true
+}
+
+// park sleeps until a Submit wakes a worker, Close, or MaxPark passes. It
+// reports whether it was woken (rather than timing out with nothing to do).
+func (p *Pool) park(w *worker, timer *time.Timer) bool {
+	// Announce, then re-check: pairs with Submit's store-ready-then-load-
+	// sleepers so that a Submit never misses a parking worker.
+	p.sleepers.Add(1)
+	if p.readyAtClaim() || p.closed.Load() {
+		p.sleepers.Add(-1)
+		return true
+	}
+	bump(&w.parks, 1)
+	var timeout <-chan time.Time
+	if timer != nil {
+		timer.Reset(p.idle.MaxPark)
+		timeout = timer.C
+	}
+	woken := true
+	select {
+	case <-p.wake:
+	case <-p.quit:
+	case <-timeout:
+		woken = false
+	}
+	p.sleepers.Add(-1)
+	if timer != nil {
+		timer.Stop()
+	}
+	return woken
+}
