@@ -1,0 +1,34 @@
+package pipelines
+
+// Incremental Internet checksum update (RFC 1624, equation 3):
+//
+//	HC' = ~(~HC + ~m + m')
+//
+// for every 16-bit word m that changes to m'. A stage accumulates the
+// ~m + m' terms of all the words it changes with csumWord/csumAddr4 and
+// applies the sum once with csumApply, so rewriting a header costs a few
+// adds instead of a pass over the packet. Equation 3 (not equation 2) is the
+// form that never produces -0 where a full recompute would not.
+
+// csumWord adds the change of one 16-bit word from old to new to acc.
+func csumWord(acc uint32, old, new uint16) uint32 {
+	return acc + uint32(^old) + uint32(new)
+}
+
+// csumAddr4 adds the change of a 4-byte field (an IPv4 address) from old to
+// new to acc.
+func csumAddr4(acc uint32, old, new []byte) uint32 {
+	_, _ = old[3], new[3]
+	acc = csumWord(acc, uint16(old[0])<<8|uint16(old[1]), uint16(new[0])<<8|uint16(new[1]))
+	return csumWord(acc, uint16(old[2])<<8|uint16(old[3]), uint16(new[2])<<8|uint16(new[3]))
+}
+
+// csumApply returns checksum hc updated by the accumulated changes acc.
+// acc must be a sum of fewer than 2^14 csumWord terms (it is: a stage adds
+// at most a dozen), so two folds bring it back to 16 bits.
+func csumApply(hc uint16, acc uint32) uint16 {
+	s := uint32(^hc) + acc
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	return ^uint16(s)
+}

@@ -1,0 +1,245 @@
+package pipelines
+
+import (
+	"encoding/binary"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// The rewrite stage's per-packet path. Every write is bounds-checked
+// against the packet's length: Meta comes from the parse stage, but a
+// malformed or truncated packet must never be written past its end.
+
+const (
+	rwTagLen       = 4
+	rwIpProtoTCP   = 6
+	rwIpProtoUDP   = 17
+	rwTcpCsumOff   = 16
+	rwUdpCsumOff   = 6
+	rwL2Ops        = rwPopVLAN | rwPushVLAN | rwSrcMAC | rwDstMAC | rwSwapMACs
+	rwL3Ops        = rwTTL | rwSNAT | rwDNAT
+	rwNATOps       = rwSNAT | rwDNAT
+	rwIpv4MinHdr   = 20
+	rwIpv6HdrLen   = 40
+	rwIpv4TTLOff   = 8
+	rwIpv6HopOff   = 7
+	rwIpv4CsumOff  = 10
+	rwIpv4SrcOff   = 12
+	rwIpv4DstOff   = 16
+	rwIpv4FragOff  = 6
+	rwIpv4ProtoOff = 9
+)
+
+// one rewrites packet i and returns its edge.
+func (s *rewriteStage) one(b *rings.Batch, i int) Edge {
+	cfg := &s.cfg
+	p := b.Packet(i)
+	m := &b.Meta[i]
+	if len(p) < rwEthLen {
+		s.runt.add(b.Descs[i].Len)
+		return 0
+	}
+	// Drop decisions first, so a dropped packet leaves untouched.
+	if cfg.ops&rwTTL != 0 && rwTtlExpired(p, m) {
+		return cfg.ttlEdge
+	}
+	tagged := cfg.ops&(rwPopVLAN|rwPushVLAN) != 0 && rwHasVLANTag(p)
+	if cfg.ops&rwPushVLAN != 0 && b.Headroom(i) < rwTagLen && (cfg.ops&rwPopVLAN == 0 || !tagged) {
+		return cfg.headroomEdge
+	}
+
+	if cfg.ops&rwL2Ops != 0 {
+		if cfg.ops&rwPopVLAN != 0 && tagged {
+			copy(p[rwTagLen:12+rwTagLen], p[:12])
+			b.AdjustHead(i, rwTagLen) // cannot fail: len(p) >= 18
+			p = b.Packet(i)
+			rwShiftOffsets(m, -rwTagLen)
+			if m.NumVLANs > 0 {
+				m.VLANs[0], m.VLANs[1] = m.VLANs[1], 0
+				m.NumVLANs--
+			}
+		}
+		if cfg.ops&rwPushVLAN != 0 {
+			if !b.AdjustHead(i, -rwTagLen) {
+				return cfg.headroomEdge // unreachable: headroom checked above
+			}
+			p = b.Packet(i)
+			copy(p[:12], p[rwTagLen:12+rwTagLen])
+			binary.BigEndian.PutUint16(p[12:], cfg.pushTPID)
+			binary.BigEndian.PutUint16(p[14:], cfg.pushTCI)
+			rwShiftOffsets(m, rwTagLen)
+			// Meta holds two tags; a third pushed tag keeps the outer two.
+			m.VLANs[0], m.VLANs[1] = cfg.pushTCI&0xfff, m.VLANs[0]
+			if m.NumVLANs < 2 {
+				m.NumVLANs++
+			}
+		}
+		if cfg.ops&rwSrcMAC != 0 {
+			copy(p[6:12], cfg.srcMAC[:])
+		}
+		if cfg.ops&rwDstMAC != 0 {
+			copy(p[0:6], cfg.dstMAC[:])
+		}
+		if cfg.ops&rwSwapMACs != 0 {
+			// Two 4+2-byte loads and stores per MAC instead of a byte loop.
+			le := binary.LittleEndian
+			d0, d1 := le.Uint32(p[0:]), le.Uint16(p[4:])
+			s0, s1 := le.Uint32(p[6:]), le.Uint16(p[10:])
+			le.PutUint32(p[0:], s0)
+			le.PutUint16(p[4:], s1)
+			le.PutUint32(p[6:], d0)
+			le.PutUint16(p[10:], d1)
+		}
+	}
+
+	if cfg.ops&rwL3Ops == 0 {
+		return 0
+	}
+	l3 := int(m.L3Off)
+	switch {
+	case m.Flags&rings.FlagIPv4 != 0 && l3 != 0 && l3+rwIpv4MinHdr <= len(p) && p[l3]>>4 == 4:
+		s.ipv4(p, m, l3)
+		return 0
+	case m.Flags&rings.FlagIPv6 != 0 && l3 != 0 && l3+rwIpv6HdrLen <= len(p) && p[l3]>>4 == 6:
+		if cfg.ops&rwTTL != 0 {
+			p[l3+rwIpv6HopOff]-- // > 1: checked by rwTtlExpired
+			m.TTL = p[l3+rwIpv6HopOff]
+		}
+	case m.Flags&rings.FlagIPv4 != 0:
+		// Flagged IPv4 but the header is cut or not IPv4 after all.
+		if cfg.ops&rwNATOps != 0 {
+			s.truncated.add(b.Descs[i].Len)
+		}
+		return 0
+	}
+	if cfg.ops&rwNATOps != 0 {
+		s.skipped.add(b.Descs[i].Len)
+	}
+	return 0
+}
+
+// ipv4 applies the TTL decrement and NAT to the IPv4 header at l3, whose
+// first 20 bytes are inside p.
+func (s *rewriteStage) ipv4(p []byte, m *rings.Meta, l3 int) {
+	cfg := &s.cfg
+	var ipAcc uint32
+	if cfg.ops&rwTTL != 0 {
+		old := binary.BigEndian.Uint16(p[l3+rwIpv4TTLOff:])
+		p[l3+rwIpv4TTLOff]-- // > 1: checked by rwTtlExpired
+		ipAcc = csumWord(ipAcc, old, old-0x100)
+		m.TTL = p[l3+rwIpv4TTLOff]
+	}
+	if cfg.ops&rwNATOps != 0 {
+		ihl := int(p[l3]&0xf) * 4
+		if ihl < rwIpv4MinHdr || l3+ihl > len(p) {
+			s.truncated.add(uint32(len(p)))
+		} else {
+			ipAcc = s.nat4(p, m, l3, ihl, ipAcc)
+		}
+	}
+	csum := p[l3+rwIpv4CsumOff : l3+rwIpv4CsumOff+2]
+	binary.BigEndian.PutUint16(csum, csumApply(binary.BigEndian.Uint16(csum), ipAcc))
+}
+
+// nat4 rewrites addresses and ports of the IPv4 packet at l3 (header length
+// ihl, wholly inside p), fixes the TCP/UDP checksum, and returns ipAcc plus
+// the IP header changes.
+func (s *rewriteStage) nat4(p []byte, m *rings.Meta, l3, ihl int, ipAcc uint32) uint32 {
+	cfg := &s.cfg
+	proto := p[l3+rwIpv4ProtoOff]
+	l4 := l3 + ihl
+	// Only TCP and UDP carry ports and a pseudo-header checksum, and only
+	// in an unfragmented packet or a first fragment.
+	var csumOff int
+	switch {
+	case binary.BigEndian.Uint16(p[l3+rwIpv4FragOff:])&0x1fff != 0:
+		csumOff = -1
+	case proto == rwIpProtoTCP:
+		csumOff = l4 + rwTcpCsumOff
+	case proto == rwIpProtoUDP:
+		csumOff = l4 + rwUdpCsumOff
+	default:
+		csumOff = -1
+	}
+	hasL4 := csumOff >= 0
+	var l4Acc uint32
+	if cfg.ops&rwSNAT != 0 {
+		a := p[l3+rwIpv4SrcOff : l3+rwIpv4SrcOff+4]
+		ipAcc = csumAddr4(ipAcc, a, cfg.snat.addr[:])
+		l4Acc = csumAddr4(l4Acc, a, cfg.snat.addr[:])
+		copy(a, cfg.snat.addr[:])
+		copy(m.SrcIP[:4], cfg.snat.addr[:])
+		if cfg.snat.hasPort && hasL4 && l4+2 <= len(p) {
+			l4Acc = csumWord(l4Acc, binary.BigEndian.Uint16(p[l4:]), cfg.snat.port)
+			binary.BigEndian.PutUint16(p[l4:], cfg.snat.port)
+			m.SrcPort = cfg.snat.port
+		}
+	}
+	if cfg.ops&rwDNAT != 0 {
+		a := p[l3+rwIpv4DstOff : l3+rwIpv4DstOff+4]
+		ipAcc = csumAddr4(ipAcc, a, cfg.dnat.addr[:])
+		l4Acc = csumAddr4(l4Acc, a, cfg.dnat.addr[:])
+		copy(a, cfg.dnat.addr[:])
+		copy(m.DstIP[:4], cfg.dnat.addr[:])
+		if cfg.dnat.hasPort && hasL4 && l4+4 <= len(p) {
+			l4Acc = csumWord(l4Acc, binary.BigEndian.Uint16(p[l4+2:]), cfg.dnat.port)
+			binary.BigEndian.PutUint16(p[l4+2:], cfg.dnat.port)
+			m.DstPort = cfg.dnat.port
+		}
+	}
+	if hasL4 {
+		if csumOff+2 > len(p) {
+			s.truncated.add(uint32(len(p)))
+			return ipAcc
+		}
+		hc := binary.BigEndian.Uint16(p[csumOff:])
+		if proto == rwIpProtoUDP && hc == 0 {
+			return ipAcc // UDP without a checksum stays without one
+		}
+		n := csumApply(hc, l4Acc)
+		if proto == rwIpProtoUDP && n == 0 {
+			n = 0xffff // RFC 768: a computed zero is sent as all ones
+		}
+		binary.BigEndian.PutUint16(p[csumOff:], n)
+	}
+	return ipAcc
+}
+
+// rwTtlExpired reports whether p is an IP packet whose TTL or hop limit is 0
+// or 1, so that decrementing it would reach 0.
+func rwTtlExpired(p []byte, m *rings.Meta) bool {
+	l3 := int(m.L3Off)
+	if l3 == 0 {
+		return false
+	}
+	switch {
+	case m.Flags&rings.FlagIPv4 != 0 && l3+rwIpv4MinHdr <= len(p) && p[l3]>>4 == 4:
+		return p[l3+rwIpv4TTLOff] <= 1
+	case m.Flags&rings.FlagIPv6 != 0 && l3+rwIpv6HdrLen <= len(p) && p[l3]>>4 == 6:
+		return p[l3+rwIpv6HopOff] <= 1
+	}
+	return false
+}
+
+// rwHasVLANTag reports whether p's Ethernet header is followed by an
+// 802.1Q/802.1ad tag and the ethertype after it.
+func rwHasVLANTag(p []byte) bool {
+	if len(p) < rwEthLen+rwTagLen {
+		return false
+	}
+	switch binary.BigEndian.Uint16(p[12:]) {
+	case 0x8100, 0x88a8, 0x9100:
+		return true
+	}
+	return false
+}
+
+// rwShiftOffsets moves every header offset in m that is set by d bytes, after
+// a tag was pushed (d > 0) or popped (d < 0) in front of them.
+func rwShiftOffsets(m *rings.Meta, d int) {
+	for _, off := range [...]*uint16{&m.L3Off, &m.L4Off, &m.InnerL2Off, &m.InnerL3Off, &m.InnerL4Off} {
+		if *off != 0 && int(*off)+d >= 0 {
+			*off = uint16(int(*off) + d)
+		}
+	}
+}
