@@ -1,7 +1,6 @@
 package workers
 
 import (
-	"fmt"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -140,7 +139,7 @@ func NewPool(o Options, kernels []Kernel) (*Pool, error) {
 	}
 	if first != nil {
 		p.Close()
-		return nil, fmt.Errorf("start workers: %w", first)
+		return nil, first
 	}
 	return p, nil
 }

@@ -39,9 +39,10 @@ func (k *jitterKernel) Process(b *rings.Batch) {
 // runOrdered pushes packets through p with the given producer/consumer
 // arrangement and checks that the consumer sees every sequence number once,
 // in order, each processed exactly once.
-func runOrdered(t *testing.T, workers, packets int, separate bool) {
+func runOrdered(t *testing.T, workers, packets int, separate, lock bool) {
 	seen := make([]atomic.Uint32, packets)
 	o := testOptions(t, workers)
+	o.LockOSThread = lock
 	o.Slots = 4 // small, so the producer laps the ring many times
 	if o.Slots < workers {
 		o.Slots = ceilPow2(workers)
@@ -145,12 +146,14 @@ func TestOrderPreserved(t *testing.T) {
 		name     string
 		workers  int
 		separate bool
+		lock     bool
 	}{
-		{"1worker", 1, false},
-		{"3workers", 3, false},
-		{"4workers/separate-consumer", 4, true},
+		{"1worker", 1, false, false},
+		{"3workers", 3, false, false},
+		{"2workers/locked-threads", 2, false, true},
+		{"4workers/separate-consumer", 4, true, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { runOrdered(t, tc.workers, packets, tc.separate) })
+		t.Run(tc.name, func(t *testing.T) { runOrdered(t, tc.workers, packets, tc.separate, tc.lock) })
 	}
 }
 

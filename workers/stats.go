@@ -29,7 +29,8 @@ func (s Stats) Total() WorkerStats {
 
 // Stats returns the workers' counters, read with atomic loads: cheap, never
 // blocks the workers, and each counter is exact as of its own load. Idle
-// spins and yields are published when a worker parks or exits, so they lag.
+// spins and yields are published at the end of each idle episode (work
+// found, park or exit), so they lag by at most one episode.
 func (p *Pool) Stats() Stats {
 	s := Stats{Workers: make([]WorkerStats, len(p.workers))}
 	for i, w := range p.workers {

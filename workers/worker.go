@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -41,7 +42,7 @@ func (p *Pool) run(w *worker, started chan<- error) {
 	}
 	if w.cpu >= 0 {
 		if err := pinThread(w.cpu); err != nil {
-			started <- err
+			started <- fmt.Errorf("worker %d: %w", w.id, err)
 			return
 		}
 	}
@@ -58,7 +59,10 @@ func (p *Pool) run(w *worker, started chan<- error) {
 	var spins, yields uint64
 	for {
 		if p.claimOne(w) {
-			idle = 0
+			if idle != 0 {
+				idle = 0
+				flush(w, &spins, &yields)
+			}
 			continue
 		}
 		// Order matters: load closed, then look for work. Submit stores
@@ -76,20 +80,25 @@ func (p *Pool) run(w *worker, started chan<- error) {
 			yields++
 			runtime.Gosched()
 		default:
-			if spins|yields != 0 { // flush idle counters before sleeping
-				bump(&w.spins, spins)
-				bump(&w.yields, yields)
-				spins, yields = 0, 0
-			}
+			flush(w, &spins, &yields)
 			if p.park(w, timer) {
 				idle = 0 // woken for work: spin again before the next park
 			}
 		}
 	}
-	bump(&w.spins, spins)
-	bump(&w.yields, yields)
+	flush(w, &spins, &yields)
 	if timer != nil {
 		timer.Stop()
+	}
+}
+
+// flush publishes the idle counters a worker keeps locally while it polls,
+// once per idle episode rather than once per poll.
+func flush(w *worker, spins, yields *uint64) {
+	if *spins|*yields != 0 {
+		bump(&w.spins, *spins)
+		bump(&w.yields, *yields)
+		*spins, *yields = 0, 0
 	}
 }
 
