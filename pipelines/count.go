@@ -1,4 +1,194 @@
 package pipelines
 
-// countKind is the built-in "count" stage. STUB: replaced by its real implementation.
-var countKind = Kind{Name: "count", Build: nil}
+import (
+	"strconv"
+
+	"github.com/warpflow/warpflow/rings"
+	"go.yaml.in/yaml/v3"
+)
+
+// countKind is the built-in "count" stage: packet and byte counters, in
+// total and optionally by key.
+//
+// Option: by: [protocol, vlan, class] (any subset; empty or absent counts
+// only the total). Keys:
+//   - protocol: the IP protocol of IPv4/IPv6 packets ("proto=tcp",
+//     "proto=47"); packets that are not IP count as "proto=none".
+//   - vlan: the outer VLAN ID ("vlan=10"), or "vlan=none" for untagged.
+//   - class: the parse class ("class=ok", "class=truncated").
+//
+// Counters live in dense per-instance arrays indexed by the key's value, so
+// counting is an add, never a map lookup. Report lists "total" first, then
+// the non-zero counters of each key in the order protocol, vlan, class, by
+// ascending value with "none" last. Edge: 0 next.
+var countKind = Kind{Name: "count", Build: buildCount}
+
+type countOptions struct {
+	By yaml.Node `yaml:"by"`
+}
+
+// countKeys says which keys a count stage counts by.
+type countKeys struct{ proto, vlan, class bool }
+
+func buildCount(c *BuildContext) Template {
+	var o countOptions
+	if !c.Decode(&o) {
+		return nil
+	}
+	var keys countKeys
+	ok := true
+	if by := c.Option("by"); by != nil && !(by.Kind == yaml.ScalarNode && by.Tag == "!!null") {
+		if by.Kind != yaml.SequenceNode {
+			c.Errorf(by, "by: want a list of protocol, vlan, class")
+			return nil
+		}
+		for _, n := range by.Content {
+			var seen *bool
+			switch n.Value {
+			case "protocol":
+				seen = &keys.proto
+			case "vlan":
+				seen = &keys.vlan
+			case "class":
+				seen = &keys.class
+			}
+			switch {
+			case n.Kind != yaml.ScalarNode || seen == nil:
+				c.Errorf(n, "by: unknown key %q (known: protocol, vlan, class)", n.Value)
+				ok = false
+			case *seen:
+				c.Errorf(n, "by: %s listed twice", n.Value)
+				ok = false
+			default:
+				*seen = true
+			}
+		}
+	}
+	next, hasNext := rwNextTarget(c)
+	if !ok || !hasNext {
+		return nil
+	}
+	return &countTemplate{keys: keys, edges: []Target{next}}
+}
+
+type countTemplate struct {
+	keys  countKeys
+	edges []Target
+}
+
+func (t *countTemplate) Edges() []Target { return t.edges }
+
+// NewInstance allocates only the arrays of the keys counted by.
+func (t *countTemplate) NewInstance() Stage {
+	s := &countStage{}
+	if t.keys.proto {
+		s.proto = make([]rwCounter, countProtoNone+1)
+	}
+	if t.keys.vlan {
+		s.vlan = make([]rwCounter, countVLANNone+1)
+	}
+	if t.keys.class {
+		s.class = make([]rwCounter, rings.NumClasses)
+	}
+	return s
+}
+
+// Dense index of the "none" entry of the protocol and VLAN arrays.
+const (
+	countProtoNone = 256
+	countVLANNone  = 4096
+)
+
+// countStage is one worker's count instance. A nil array means the key is
+// not counted.
+type countStage struct {
+	total rwCounter
+	proto []rwCounter // 256 protocols + none
+	vlan  []rwCounter // 4096 IDs + none
+	class []rwCounter // rings.NumClasses
+}
+
+// Process implements Stage.
+func (s *countStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	for k, i := range idx {
+		next[k] = 0
+		n := b.Descs[i].Len
+		m := &b.Meta[i]
+		s.total.add(n)
+		if s.proto != nil {
+			p := countProtoNone
+			if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) != 0 {
+				p = int(m.IPProto)
+			}
+			s.proto[p].add(n)
+		}
+		if s.vlan != nil {
+			v := countVLANNone
+			if m.NumVLANs > 0 {
+				v = int(m.VLANs[0] & 0xfff)
+			}
+			s.vlan[v].add(n)
+		}
+		if s.class != nil && int(m.Class) < len(s.class) {
+			s.class[m.Class].add(n)
+		}
+	}
+}
+
+// Report implements Reporter. It allocates key strings: it runs on the
+// control path, not per packet.
+func (s *countStage) Report(dst []Counter) []Counter {
+	if s.total.packets != 0 {
+		dst = append(dst, Counter{Key: "total", Packets: s.total.packets, Bytes: s.total.bytes})
+	}
+	for i, c := range s.proto {
+		if c.packets != 0 {
+			dst = append(dst, Counter{Key: "proto=" + countProtoName(i), Packets: c.packets, Bytes: c.bytes})
+		}
+	}
+	for i, c := range s.vlan {
+		if c.packets != 0 {
+			name := "none"
+			if i != countVLANNone {
+				name = strconv.Itoa(i)
+			}
+			dst = append(dst, Counter{Key: "vlan=" + name, Packets: c.packets, Bytes: c.bytes})
+		}
+	}
+	for i, c := range s.class {
+		if c.packets != 0 {
+			dst = append(dst, Counter{Key: "class=" + rings.Class(i).String(), Packets: c.packets, Bytes: c.bytes})
+		}
+	}
+	return dst
+}
+
+var _ Reporter = (*countStage)(nil)
+
+// countProtoName names IP protocol p in counter keys: the name filter rules
+// use for it, else the number.
+func countProtoName(p int) string {
+	switch p {
+	case 1:
+		return "icmp"
+	case 2:
+		return "igmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 47:
+		return "gre"
+	case 50:
+		return "esp"
+	case 51:
+		return "ah"
+	case 58:
+		return "icmpv6"
+	case 132:
+		return "sctp"
+	case countProtoNone:
+		return "none"
+	}
+	return strconv.Itoa(p)
+}

@@ -21,6 +21,19 @@ import (
 // error) and the errors recorded.
 func stBuild(t testing.TB, kind Kind, src string) (Template, *ErrorList) {
 	t.Helper()
+	c := stContext(t, kind, src, nil)
+	tpl := kind.Build(c)
+	if c.errs.Len() > 0 && tpl != nil {
+		t.Errorf("build returned a template despite errors: %v", c.errs)
+	}
+	return tpl, c.errs
+}
+
+// stContext returns the BuildContext for the stage src of kind, followed by
+// a stage named "next". Contexts made with the same prev share its sampler
+// registry, like the stages of one pipeline.
+func stContext(t testing.TB, kind Kind, src string, prev *BuildContext) *BuildContext {
+	t.Helper()
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
 		t.Fatalf("bad test yaml: %v", err)
@@ -39,11 +52,13 @@ func stBuild(t testing.TB, kind Kind, src string) (Template, *ErrorList) {
 	if v := mappingValue(n, "name"); v != nil {
 		c.Name = v.Value
 	}
-	tpl := kind.Build(c)
-	if c.errs.Len() > 0 && tpl != nil {
-		t.Errorf("build returned a template despite errors: %v", c.errs)
+	if prev != nil {
+		if prev.samplers == nil {
+			prev.samplers = new([]SamplerInfo)
+		}
+		c.samplers, c.errs = prev.samplers, prev.errs
 	}
-	return tpl, c.errs
+	return c
 }
 
 // stMustBuild builds kind from src and fails the test on any error.
@@ -162,6 +177,9 @@ func stMeta(p []byte) rings.Meta {
 			m.Flags |= rings.FlagL4
 			m.L4Off = uint16(off)
 			m.SrcPort = binary.BigEndian.Uint16(l.LayerContents()[:2])
+			if t := l.TypeCode.Type(); t == layers.ICMPv4TypeEchoRequest || t == layers.ICMPv4TypeEchoReply {
+				m.DstPort = l.Id
+			}
 		case *layers.ARP:
 			m.Flags |= rings.FlagARP
 			m.L3Off = uint16(off)
@@ -238,4 +256,14 @@ func stCounter(st Stage, key string) uint64 {
 		}
 	}
 	return 0
+}
+
+// stFillBatchBig is stFillBatch for more packets than a batch holds: it
+// returns one batch of capacity rings.MaxBatch at most.
+func stFillBatchBig(t testing.TB, pkts [][]byte) *rings.Batch {
+	t.Helper()
+	if len(pkts) > rings.MaxBatch {
+		t.Fatalf("%d packets: more than a batch holds", len(pkts))
+	}
+	return stFillBatch(t, stArena(t), pkts)
 }

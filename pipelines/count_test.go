@@ -1,0 +1,140 @@
+package pipelines
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+func TestCountBuildErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`{by: [protocol, port]}`, `by: unknown key "port"`},
+		{`{by: [vlan, vlan]}`, "by: vlan listed twice"},
+		{`{by: protocol}`, "by: want a list"},
+		{`{by: [[vlan]]}`, "by: unknown key"},
+		{`{per: [vlan]}`, `unknown option "per"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) { stWantBuildError(t, countKind, tc.yaml, tc.want) })
+	}
+	for _, src := range []string{`{}`, `{by: []}`, `{by: }`, `{by: [class, vlan, protocol]}`} {
+		tpl := stMustBuild(t, countKind, src)
+		if e := tpl.Edges(); len(e) != 1 || e[0].Stage != "next" {
+			t.Fatalf("%s: edges %v", src, e)
+		}
+	}
+}
+
+// countBatch returns a batch of packets of the given lengths whose Meta is
+// set directly (no packet bytes needed: count reads only Meta and lengths).
+func countBatch(t *testing.T, metas []rings.Meta, lens []int) *rings.Batch {
+	t.Helper()
+	pkts := make([][]byte, len(lens))
+	for i, n := range lens {
+		pkts[i] = make([]byte, n)
+	}
+	b := stFillBatch(t, stArena(t), pkts)
+	copy(b.Meta, metas)
+	return b
+}
+
+func TestCountCounters(t *testing.T) {
+	v4 := rings.FlagIPv4 | rings.FlagL4
+	metas := []rings.Meta{
+		{Flags: v4, IPProto: 6, Class: rings.ClassOK},                                                      // tcp untagged
+		{Flags: v4, IPProto: 6, Class: rings.ClassOK, NumVLANs: 1, VLANs: [2]uint16{10}},                   // tcp vlan 10
+		{Flags: rings.FlagIPv6, IPProto: 17, Class: rings.ClassOK, NumVLANs: 2, VLANs: [2]uint16{4095, 7}}, // udp vlan 4095
+		{Flags: v4, IPProto: 200, Class: rings.ClassTruncated, NumVLANs: 1, VLANs: [2]uint16{10}},          // proto 200
+		{Flags: rings.FlagARP, Class: rings.ClassOK},                                                       // not IP
+		{Class: rings.ClassUnknownL3, NumVLANs: 1},                                                         // vlan 0, not IP
+		{Flags: v4, IPProto: 0, Class: rings.ClassBadHeaderLen},                                            // proto 0
+	}
+	lens := []int{60, 64, 100, 70, 42, 50, 80}
+	for _, tc := range []struct {
+		by   string
+		want []Counter
+	}{
+		{`{}`, []Counter{{"total", 7, 466}}},
+		{`{by: [protocol]}`, []Counter{{"total", 7, 466}, {"proto=0", 1, 80}, {"proto=tcp", 2, 124}, {"proto=udp", 1, 100},
+			{"proto=200", 1, 70}, {"proto=none", 2, 92}}},
+		{`{by: [vlan]}`, []Counter{{"total", 7, 466}, {"vlan=0", 1, 50}, {"vlan=10", 2, 134}, {"vlan=4095", 1, 100},
+			{"vlan=none", 3, 182}}},
+		{`{by: [class]}`, []Counter{{"total", 7, 466}, {"class=ok", 4, 266}, {"class=truncated", 1, 70},
+			{"class=bad_header_len", 1, 80}, {"class=unknown_l3", 1, 50}}},
+		// The order of by does not change the report's order.
+		{`{by: [class, protocol, vlan]}`, []Counter{{"total", 7, 466},
+			{"proto=0", 1, 80}, {"proto=tcp", 2, 124}, {"proto=udp", 1, 100}, {"proto=200", 1, 70}, {"proto=none", 2, 92},
+			{"vlan=0", 1, 50}, {"vlan=10", 2, 134}, {"vlan=4095", 1, 100}, {"vlan=none", 3, 182},
+			{"class=ok", 4, 266}, {"class=truncated", 1, 70}, {"class=bad_header_len", 1, 80}, {"class=unknown_l3", 1, 50}}},
+	} {
+		t.Run(tc.by, func(t *testing.T) {
+			st := stMustBuild(t, countKind, tc.by).NewInstance()
+			b := countBatch(t, metas, lens)
+			if edges := stRunAll(st, b); fmt.Sprint(edges) != "[0 0 0 0 0 0 0]" {
+				t.Fatalf("edges %v", edges)
+			}
+			got := st.(Reporter).Report(nil)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("report\n got %v\nwant %v", got, tc.want)
+			}
+			// Counting twice doubles every counter; Report appends to dst.
+			stRunAll(st, b)
+			got = st.(Reporter).Report([]Counter{{Key: "keep"}})
+			if got[0].Key != "keep" || len(got) != len(tc.want)+1 {
+				t.Fatalf("report does not append: %v", got)
+			}
+			for i, c := range got[1:] {
+				w := tc.want[i]
+				if c.Key != w.Key || c.Packets != 2*w.Packets || c.Bytes != 2*w.Bytes {
+					t.Fatalf("after two runs: %v, want twice %v", c, w)
+				}
+			}
+		})
+	}
+	// A fresh instance reports nothing.
+	if got := stMustBuild(t, countKind, `{by: [vlan]}`).NewInstance().(Reporter).Report(nil); len(got) != 0 {
+		t.Fatalf("fresh instance reports %v", got)
+	}
+}
+
+// TestCountSubset counts only the packets whose indices it is given.
+func TestCountSubset(t *testing.T) {
+	st := stMustBuild(t, countKind, `{by: [protocol]}`).NewInstance()
+	b := countBatch(t, []rings.Meta{{Flags: rings.FlagIPv4, IPProto: 6}, {Flags: rings.FlagIPv4, IPProto: 17}, {Flags: rings.FlagIPv4, IPProto: 17}}, []int{60, 61, 62})
+	next := make([]Edge, 2)
+	st.Process(b, []uint16{2, 0}, next)
+	want := []Counter{{"total", 2, 122}, {"proto=tcp", 1, 60}, {"proto=udp", 1, 62}}
+	if got := st.(Reporter).Report(nil); !reflect.DeepEqual(got, want) {
+		t.Fatalf("report %v, want %v", got, want)
+	}
+}
+
+func TestCountZeroAlloc(t *testing.T) {
+	st := stMustBuild(t, countKind, `{by: [protocol, vlan, class]}`).NewInstance()
+	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
+	idx := make([]uint16, b.Len())
+	for i := range idx {
+		idx[i] = uint16(i)
+	}
+	next := make([]Edge, b.Len())
+	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
+		t.Fatalf("Process allocates %v times per batch", n)
+	}
+}
+
+func BenchmarkCount(b *testing.B) {
+	st := stMustBuild(b, countKind, `{by: [protocol, vlan, class]}`).NewInstance()
+	const n = 64
+	batch := stFillBatch(b, stArena(b), stBenchPackets(b, n))
+	idx := make([]uint16, n)
+	for i := range idx {
+		idx[i] = uint16(i)
+	}
+	next := make([]Edge, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		st.Process(batch, idx, next)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pkt")
+}
