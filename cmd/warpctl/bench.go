@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/internal/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	o := bench.DefaultOptions()
+	var chart, jsonOut string
+	var millions float64
+	cmd := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "Measure replay throughput on one pinned core next to gopacket and dpdk-testpmd baselines",
+		Long: `Bench replays a capture (64-byte packets by default) preloaded into memory
+through several pipelines, inline on one pinned core, to a null port, and
+measures in the same run the idiomatic gopacket program (pcapgo +
+DecodingLayerParser) and dpdk-testpmd's macswap forwarding of the same
+capture (net_pcap infinite_rx to net_null). Each in-process row is the median
+of --repeats measurements. Compare ratios between rows: absolute rates on a
+shared machine move from run to run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if millions <= 0 {
+				return failf(codeUsage, "--mpackets %g: must be positive", millions)
+			}
+			o.Packets = uint64(millions * 1e6)
+			res, err := bench.Run(cmd.Context(), o, cmd.ErrOrStderr())
+			if err != nil {
+				return failf(codeFailed, "%v", err)
+			}
+			printBench(cmd, res)
+			if chart != "" {
+				if err := bench.Chart(res, chart); err != nil {
+					return failf(codeFailed, "%v", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "chart written to %s\n", chart)
+			}
+			if jsonOut != "" {
+				data, _ := json.MarshalIndent(res, "", "  ")
+				if err := os.WriteFile(jsonOut, append(data, '\n'), 0o644); err != nil {
+					return failf(codeFailed, "write %s: %v", jsonOut, err)
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay")
+	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per measurement")
+	fl.IntVar(&o.Repeats, "repeats", o.Repeats, "measurements per row (median reported)")
+	fl.IntVar(&o.CPU, "cpu", o.CPU, "CPU to pin the in-process rows to (-1: no pinning)")
+	fl.BoolVar(&o.Testpmd, "testpmd", o.Testpmd, "also measure dpdk-testpmd (needs Debian's dpdk packages and root)")
+	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "testpmd run length")
+	fl.IntVar(&o.TestpmdCPUs[1], "testpmd-cpu", o.TestpmdCPUs[1], "testpmd's forwarding lcore")
+	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
+	fl.StringVar(&chart, "chart", "", "draw the results to this .svg or .png file")
+	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
+	return cmd
+}
+
+func printBench(cmd *cobra.Command, res bench.Result) {
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "capture %s, in-process rows pinned to CPU %d, %s\n\n", res.Capture, res.CPU, res.GoVersion)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROW\tMPPS\tNS/PKT\tPACKETS\tALLOCS\t")
+	for _, r := range res.Rows {
+		if r.Err != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t(%s)\n", r.Name, r.Err)
+			continue
+		}
+		allocs := "-"
+		if !r.Baseline {
+			allocs = fmt.Sprint(r.Allocs)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%d\t%s\t\n", r.Name, r.Mpps, r.NsPerPacket, r.Packets, allocs)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, t := range res.Targets {
+		state := "MET"
+		switch {
+		case t.Note != "":
+			state = "NOT MEASURED (" + t.Note + ")"
+		case !t.Met:
+			state = "MISSED"
+		}
+		fmt.Fprintf(w, "target %-52s ratio %.2f (want >= %.1f): %s\n", t.Name, t.Ratio, t.Want, state)
+	}
+}

@@ -1,0 +1,307 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/workers"
+)
+
+// Options configures an Engine.
+type Options struct {
+	// Workers overrides the pipeline's settings.workers when >= 0. Zero runs
+	// the pipeline inline in the I/O loop (one goroutine, no handoff): the
+	// fastest mode on a single core.
+	Workers int
+	// BatchSize overrides the pipeline's settings.batch_size when > 0.
+	BatchSize int
+	// Timing measures nanoseconds per stage (one clock read per stage per
+	// batch, never per packet).
+	Timing bool
+	// Idle is the workers' idle policy.
+	Idle workers.IdlePolicy
+}
+
+// DefaultOptions returns options that take workers and batch size from the
+// pipeline and measure per-stage time.
+func DefaultOptions() Options {
+	return Options{Workers: -1, Timing: true, Idle: workers.DefaultIdlePolicy()}
+}
+
+// Outputs names where each of the graph's tx ports, its pass verdicts and its
+// samplers go.
+type Outputs struct {
+	// Ports maps a tx port name (pipelines.Graph.Ports) to its port. Every
+	// port the graph names must be present.
+	Ports map[string]Port
+	// Pass receives packets with the pass verdict; nil counts them only.
+	Pass Port
+	// Samples maps a sampler's file name to its sink; a missing entry counts
+	// samples without writing them.
+	Samples map[string]Port
+}
+
+// Engine runs one compiled pipeline over one input port: an I/O loop that
+// receives batches, hands them to a pool of persistent workers (or runs the
+// pipeline inline), and acts on the verdicts in receive order.
+//
+// The I/O loop is the only goroutine that touches ports and the arena's free
+// stack; workers touch only the batches they hold. That single-owner rule is
+// what lets the whole path run without locks.
+type Engine struct {
+	graph   *pipelines.Graph
+	arena   *rings.Arena
+	in      Port
+	out     []Port // by graph port index
+	pass    Port
+	samples []sampler
+	opts    Options
+	workers int
+	batch   int
+
+	runners []*pipelines.Runner
+	pool    *workers.Pool
+	inline  *rings.Batch
+
+	txList   [][]rings.Desc // per output port, scratch for one batch
+	passList []rings.Desc
+	counts   counts
+	elapsed  time.Duration
+	// outErr is the first error an output (tx, pass or sample sink)
+	// returned; the run goes on so that every packet is still accounted
+	// for, and Run returns it at the end.
+	outErr error
+}
+
+func (e *Engine) noteOutErr(err error) {
+	if e.outErr == nil {
+		e.outErr = err
+	}
+}
+
+func (e *Engine) noteTxError(port int, err error) {
+	e.noteOutErr(fmt.Errorf("transmit on %s: %w", e.out[port].Name(), err))
+}
+
+func (e *Engine) notePassError(err error) {
+	e.noteOutErr(fmt.Errorf("pass to %s: %w", e.pass.Name(), err))
+}
+
+func (e *Engine) noteSampleError(k int, err error) {
+	e.noteOutErr(fmt.Errorf("sample %s to %s: %w", e.samples[k].info.Stage, e.samples[k].info.File, err))
+}
+
+type sampler struct {
+	info      pipelines.SamplerInfo
+	sink      Port
+	candidate uint64
+	written   uint64
+	list      []rings.Desc
+}
+
+// counts are the engine's own verdict counters, written only by the I/O loop.
+type counts struct {
+	received, receivedBytes uint64
+	txPackets, txBytes      []uint64 // by port
+	dropPackets, dropBytes  []uint64 // by reason (graph reasons, then engine reasons)
+	passPackets, passBytes  uint64
+	batches                 uint64
+}
+
+// Engine-level drop reasons, appended after the graph's own.
+const (
+	reasonTxFull    = "tx_full"
+	reasonTxError   = "tx_error"
+	reasonNoVerdict = "internal_no_verdict"
+)
+
+// NewEngine builds an engine for graph g reading from in, whose frames live
+// in arena a. It validates that every port the graph names has an output.
+func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Options) (*Engine, error) {
+	e := &Engine{graph: g, arena: a, in: in, pass: outs.Pass, opts: o}
+	set := g.Settings()
+	e.workers, e.batch = set.Workers, set.BatchSize
+	if o.Workers >= 0 {
+		e.workers = o.Workers
+	}
+	if o.BatchSize > 0 {
+		e.batch = o.BatchSize
+	}
+	if e.batch > rings.MaxBatch {
+		return nil, fmt.Errorf("batch size %d: must be at most %d", e.batch, rings.MaxBatch)
+	}
+	if e.workers > 64 {
+		return nil, fmt.Errorf("workers %d: must be at most 64", e.workers)
+	}
+	for _, name := range g.Ports() {
+		p, ok := outs.Ports[name]
+		if !ok || p == nil {
+			return nil, fmt.Errorf("pipeline %q transmits on port %q, which has no output", g.Name(), name)
+		}
+		e.out = append(e.out, p)
+		e.txList = append(e.txList, make([]rings.Desc, 0, e.batch))
+	}
+	for _, s := range g.Samplers() {
+		e.samples = append(e.samples, sampler{info: s, sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
+	}
+	e.passList = make([]rings.Desc, 0, e.batch)
+	nReasons := len(g.Reasons()) + 3
+	e.counts.txPackets = make([]uint64, len(e.out))
+	e.counts.txBytes = make([]uint64, len(e.out))
+	e.counts.dropPackets = make([]uint64, nReasons)
+	e.counts.dropBytes = make([]uint64, nReasons)
+
+	nRunners := max(e.workers, 1)
+	for range nRunners {
+		e.runners = append(e.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
+	}
+	if e.workers == 0 {
+		e.inline = rings.NewBatch(e.batch, a)
+		return e, nil
+	}
+	kernels := make([]workers.Kernel, e.workers)
+	for i, r := range e.runners {
+		kernels[i] = r
+	}
+	wo := workers.DefaultOptions()
+	wo.Workers = e.workers
+	// Deep enough that the I/O loop rarely waits on a worker: with only a
+	// few slots per worker the handoff, not the pipeline, sets the pace.
+	wo.Slots = 64
+	for wo.Slots < 8*e.workers {
+		wo.Slots *= 2
+	}
+	wo.NewBatch = func() *rings.Batch { return rings.NewBatch(e.batch, a) }
+	wo.Idle = o.Idle
+	pool, err := workers.NewPool(wo, kernels)
+	if err != nil {
+		return nil, fmt.Errorf("start workers: %w", err)
+	}
+	e.pool = pool
+	return e, nil
+}
+
+// Progress is called by Run about five times a second with the packets
+// received so far; it may be nil.
+type Progress func(received uint64)
+
+// Run drives the engine until the input is exhausted (io.EOF), every
+// in-flight batch is done, and every frame is back with its port. It then
+// stops the workers. An input error other than io.EOF stops the run after
+// draining what is in flight, and is returned.
+func (e *Engine) Run(progress Progress) (err error) {
+	start := time.Now()
+	defer func() {
+		if e.pool != nil {
+			if cerr := e.pool.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("stop workers: %w", cerr)
+			}
+		}
+		e.elapsed = time.Since(start)
+		if err == nil {
+			err = e.outErr
+		}
+	}()
+	if e.pool == nil {
+		return e.runInline(progress)
+	}
+	return e.runPool(progress)
+}
+
+func (e *Engine) runInline(progress Progress) error {
+	b := e.inline
+	r := e.runners[0]
+	tick := newTicker(progress)
+	for {
+		b.Clear()
+		n, err := e.in.Receive(b)
+		if n > 0 {
+			r.Process(b)
+			e.complete(b)
+			tick.maybe(e.counts.received)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
+		}
+		if n == 0 {
+			// Inline mode has nothing in flight, so a port with frames
+			// outstanding elsewhere cannot be waiting on us; a live port
+			// simply has nothing yet.
+			runtime.Gosched()
+		}
+	}
+}
+
+func (e *Engine) runPool(progress Progress) error {
+	var (
+		cur   *rings.Batch // acquired, not yet submitted
+		inErr error
+		idle  int
+		tick  = newTicker(progress)
+	)
+	for {
+		worked := false
+		for {
+			b, ok := e.pool.Completed()
+			if !ok {
+				break
+			}
+			e.complete(b)
+			e.pool.Release()
+			worked = true
+		}
+		if inErr == nil {
+			if cur == nil {
+				if b, ok := e.pool.Acquire(); ok {
+					cur = b
+				}
+			}
+			if cur != nil {
+				n, err := e.in.Receive(cur)
+				if err != nil {
+					inErr = err
+				}
+				if cur.Len() > 0 && (n == 0 || cur.Len() == cur.Cap() || err != nil) {
+					e.pool.Submit()
+					cur = nil
+					worked = true
+				} else if n > 0 {
+					worked = true
+				}
+			}
+		} else if cur != nil && cur.Len() > 0 {
+			e.pool.Submit()
+			cur = nil
+		}
+		if inErr != nil && cur == nil && e.pool.InFlight() == 0 {
+			if errors.Is(inErr, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
+		}
+		if inErr != nil && cur != nil && cur.Len() == 0 && e.pool.InFlight() == 0 {
+			// Acquired a slot we never filled: nothing left to do.
+			if errors.Is(inErr, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
+		}
+		tick.maybe(e.counts.received)
+		if worked {
+			idle = 0
+			continue
+		}
+		idle++
+		if idle > 64 {
+			runtime.Gosched()
+		}
+	}
+}

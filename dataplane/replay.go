@@ -1,0 +1,152 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gopacket/gopacket/layers"
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+)
+
+// ReplayConfig is one replay of a capture through a pipeline.
+type ReplayConfig struct {
+	// Capture is the capture file's path, or its name when CaptureData holds
+	// its bytes (an embedded sample).
+	Capture     string
+	CaptureData []byte
+	Graph   *pipelines.Graph
+	// OutDir, when set, receives one capture per tx port (PORT.pcap), the
+	// passed packets (pass.pcap, when the pipeline can pass), the samples
+	// (their configured file names) and counters.json. When empty every
+	// output is a null port: packets are counted and discarded.
+	OutDir string
+	Engine Options
+	// Replay configures the input port (loops, preload).
+	Replay ReplayOptions
+	Arena  rings.ArenaOptions
+	// Progress, when set, is called about five times a second.
+	Progress Progress
+}
+
+// PassFile is the capture that receives passed packets in a replay.
+const PassFile = "pass.pcap"
+
+// Replay runs cfg's capture through cfg's pipeline and returns the report.
+// The report is returned (with what was counted) even when err != nil, as
+// long as the run started.
+func Replay(cfg ReplayConfig) (rep Report, err error) {
+	if cfg.Arena.Frames == 0 {
+		cfg.Arena = rings.DefaultArenaOptions()
+	}
+	arena, err := rings.NewArena(cfg.Arena)
+	if err != nil {
+		return rep, fmt.Errorf("frame arena: %w", err)
+	}
+	ro := cfg.Replay
+	if ro.Name == "" {
+		ro.Name = filepath.Base(cfg.Capture)
+	}
+	var in *ReplayPort
+	if cfg.CaptureData != nil {
+		in, err = NewReplay(cfg.Capture, bytes.NewReader(cfg.CaptureData), arena, ro)
+	} else {
+		in, err = OpenReplay(cfg.Capture, arena, ro)
+	}
+	if err != nil {
+		return rep, err
+	}
+	var closers []Port
+	closers = append(closers, in)
+	defer func() {
+		for _, c := range closers {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+		if err == nil && cfg.OutDir != "" {
+			err = WriteCounters(cfg.OutDir, rep)
+		}
+	}()
+
+	outs := Outputs{Ports: map[string]Port{}, Samples: map[string]Port{}}
+	open := func(file, name string) (Port, error) {
+		if cfg.OutDir == "" {
+			return NewNullPort(name), nil
+		}
+		return CreatePcapWriter(filepath.Join(cfg.OutDir, file), name, layers.LinkTypeEthernet)
+	}
+	if cfg.OutDir != "" {
+		if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+			return rep, fmt.Errorf("output directory: %w", err)
+		}
+	}
+	for _, name := range cfg.Graph.Ports() {
+		p, err := open(name+".pcap", name)
+		if err != nil {
+			return rep, err
+		}
+		closers = append(closers, p)
+		outs.Ports[name] = p
+	}
+	if hasPass(cfg.Graph) {
+		p, err := open(PassFile, "pass")
+		if err != nil {
+			return rep, err
+		}
+		closers = append(closers, p)
+		outs.Pass = p
+	}
+	for _, s := range cfg.Graph.Samplers() {
+		if _, dup := outs.Samples[s.File]; dup {
+			return rep, fmt.Errorf("sample stage %q: file %s is already written by another sample stage", s.Stage, s.File)
+		}
+		p, err := open(s.File, s.Stage)
+		if err != nil {
+			return rep, err
+		}
+		closers = append(closers, p)
+		outs.Samples[s.File] = p
+	}
+
+	e, err := NewEngine(cfg.Graph, arena, in, outs, cfg.Engine)
+	if err != nil {
+		return rep, err
+	}
+	runErr := e.Run(cfg.Progress)
+	rep = e.Report()
+	st := in.Stats()
+	rep.Records = st.Records
+	if st.Oversize > 0 {
+		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "oversize", Packets: st.Oversize})
+	}
+	if st.Malformed > 0 {
+		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "short_link_header", Packets: st.Malformed})
+	}
+	if !ro.Preload {
+		var inDrops uint64
+		for _, d := range rep.InputDrops {
+			inDrops += d.Packets
+		}
+		rep.Balanced = rep.Balanced && rep.Records == rep.Received+inDrops
+	}
+	if !ro.Preload && runErr == nil && arena.FreeFrames() != arena.Frames() {
+		runErr = fmt.Errorf("internal error: %d of %d frames not returned to the arena", arena.Frames()-arena.FreeFrames(), arena.Frames())
+	}
+	return rep, runErr
+}
+
+func hasPass(g *pipelines.Graph) bool {
+	for _, s := range g.Stages() {
+		if s.Kind == "pass" {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrUnbalanced is returned by callers that check Report.Balanced.
+var ErrUnbalanced = errors.New("packet accounting does not balance")

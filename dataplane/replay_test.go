@@ -1,0 +1,201 @@
+package dataplane
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden outputs under testdata/golden")
+
+const goldenRoot = "../testdata/golden"
+
+// goldenCases are the captures replayed through the default pipeline and
+// compared with testdata/golden/<name>/.
+var goldenCases = []string{
+	"../testdata/captures/mixed.pcap",
+	"../testdata/captures/malformed.pcap",
+	"../testdata/captures/linktypes/sll-113.pcap",
+	"../testdata/captures/linktypes/raw-101.pcap",
+}
+
+func defaultGraph(t testing.TB) *pipelines.Graph {
+	t.Helper()
+	g, err := pipelines.Default()
+	if err != nil {
+		t.Fatalf("default pipeline: %v", err)
+	}
+	return g
+}
+
+func replayTo(t testing.TB, g *pipelines.Graph, capture, out string, workers, batch int) Report {
+	t.Helper()
+	cfg := ReplayConfig{Capture: capture, Graph: g, OutDir: out, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+	cfg.Engine.Workers = workers
+	cfg.Engine.BatchSize = batch
+	rep, err := Replay(cfg)
+	if err != nil {
+		t.Fatalf("replay %s (workers %d, batch %d): %v", capture, workers, batch, err)
+	}
+	if !rep.Balanced {
+		t.Fatalf("replay %s: %s", capture, rep.AccountingLine())
+	}
+	return rep
+}
+
+func stem(path string) string {
+	base := filepath.Base(path)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// TestGolden replays each golden case through the default pipeline and
+// compares every output capture and counters.json with the goldens. Run
+// `go test ./dataplane -run TestGolden -update` to rewrite them after an
+// intended change, and review the diff.
+func TestGolden(t *testing.T) {
+	g := defaultGraph(t)
+	for _, capture := range goldenCases {
+		t.Run(stem(capture), func(t *testing.T) {
+			want := filepath.Join(goldenRoot, stem(capture))
+			if *update {
+				os.RemoveAll(want)
+				replayTo(t, g, capture, want, 1, 0)
+				return
+			}
+			got := t.TempDir()
+			replayTo(t, g, capture, got, 1, 0)
+			diff, err := CompareDirs(got, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff != nil {
+				t.Fatalf("differs from %s: %s (rerun with -update if the change is intended)", want, diff)
+			}
+		})
+	}
+}
+
+// TestDeterministicAcrossWorkers checks that outputs and counters are
+// byte-identical for any worker count and batch size.
+func TestDeterministicAcrossWorkers(t *testing.T) {
+	g := defaultGraph(t)
+	capture := "../testdata/captures/mixed.pcap"
+	ref := t.TempDir()
+	refRep := replayTo(t, g, capture, ref, 0, 0)
+	if refRep.Received == 0 || refRep.Transmitted == 0 || refRep.Dropped == 0 || refRep.Passed == 0 {
+		t.Fatalf("mixed.pcap should exercise tx, drop and pass: %s", refRep.AccountingLine())
+	}
+	for _, c := range []struct{ workers, batch int }{{1, 1}, {1, 64}, {2, 7}, {2, 64}, {4, 256}} {
+		t.Run(fmt.Sprintf("workers=%d,batch=%d", c.workers, c.batch), func(t *testing.T) {
+			out := t.TempDir()
+			rep := replayTo(t, g, capture, out, c.workers, c.batch)
+			if !reflect.DeepEqual(rep.Deterministic(), refRep.Deterministic()) {
+				t.Fatalf("counters differ from the inline run:\n got %+v\nwant %+v", rep.Deterministic(), refRep.Deterministic())
+			}
+			if diff, err := CompareDirs(out, ref); err != nil || diff != nil {
+				t.Fatalf("outputs differ from the inline run: %v %v", diff, err)
+			}
+		})
+	}
+}
+
+// TestCorpus replays every capture in ../shared/corpus through the default
+// pipeline: each one either replays with balanced counters or fails with
+// one line naming an unsupported link type. None may panic.
+func TestCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../../shared/corpus/*.pcap")
+	if len(files) == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no captures in ../../shared/corpus (CI must have the shared corpus beside the checkout)")
+		}
+		t.Skip("no shared corpus beside this checkout (../../shared/corpus)")
+	}
+	g := defaultGraph(t)
+	replayed, unsupported := 0, 0
+	for _, f := range files {
+		cfg := ReplayConfig{Capture: f, Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+		cfg.Engine.Workers = 2
+		rep, err := Replay(cfg)
+		if err != nil {
+			if !errors.Is(err, ErrUnsupportedLinkType) {
+				t.Errorf("%s: %v", filepath.Base(f), err)
+				continue
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "link type") {
+				t.Errorf("%s: unsupported link type error should be one line naming the link type: %q", filepath.Base(f), msg)
+			}
+			unsupported++
+			continue
+		}
+		if !rep.Balanced || rep.Received == 0 {
+			t.Errorf("%s: %s", filepath.Base(f), rep.AccountingLine())
+		}
+		replayed++
+	}
+	t.Logf("%d captures replayed, %d refused for their link type", replayed, unsupported)
+	if replayed < len(files)-5 {
+		t.Errorf("only %d of %d corpus captures replayed", replayed, len(files))
+	}
+}
+
+// TestFramesReturned checks that after a run every frame is back in the
+// arena, for streamed replays with several workers, whatever the verdicts.
+func TestFramesReturned(t *testing.T) {
+	g := defaultGraph(t)
+	for _, capture := range []string{"../testdata/captures/mixed.pcap", "../testdata/captures/malformed.pcap"} {
+		// Replay itself fails when frames are missing; a tiny arena makes
+		// the recycling path run many times.
+		cfg := ReplayConfig{Capture: capture, Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+		cfg.Arena.Frames, cfg.Arena.FrameSize, cfg.Arena.Headroom = 40, 4096, 256
+		cfg.Engine.Workers = 2
+		cfg.Engine.BatchSize = 8
+		rep, err := Replay(cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", capture, err)
+		}
+		if !rep.Balanced {
+			t.Fatalf("%s: %s", capture, rep.AccountingLine())
+		}
+	}
+}
+
+// TestSteadyStateAllocations checks that packets cost no allocations: a
+// preloaded replay of 200 passes allocates no more than one of 2 passes.
+func TestSteadyStateAllocations(t *testing.T) {
+	g := defaultGraph(t)
+	mallocs := func(loops int) uint64 {
+		cfg := ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+		cfg.Engine.Workers = 0
+		cfg.Engine.Timing = false
+		cfg.Replay.Preload = true
+		cfg.Replay.Loops = loops
+		var a, b runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&a)
+		rep, err := Replay(cfg)
+		runtime.ReadMemStats(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Balanced {
+			t.Fatal(rep.AccountingLine())
+		}
+		return b.Mallocs - a.Mallocs
+	}
+	mallocs(2) // warm up lazily initialised state
+	few, many := mallocs(2), mallocs(200)
+	// 198 more passes are tens of thousands of packets; allow a handful of
+	// runtime-internal allocations, none per packet or per batch.
+	if many > few+20 {
+		t.Fatalf("200 passes allocated %d times, 2 passes %d: packets or batches allocate", many, few)
+	}
+	t.Logf("allocations: 2 passes %d, 200 passes %d", few, many)
+}

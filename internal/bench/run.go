@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/baseline"
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/workers"
+)
+
+// Options configures a bench run.
+type Options struct {
+	Capture string // the capture replayed by every row (64-byte packets for the targets)
+	Packets uint64 // packets per measurement (rounded up to whole passes over the capture)
+	Repeats int    // measurements per row; the median is reported
+	CPU     int    // the core every in-process row runs on; -1: do not pin
+	// Testpmd enables the dpdk-testpmd row; TestpmdSeconds is its run length.
+	Testpmd        bool
+	TestpmdSeconds int
+	TestpmdCPUs    [2]int // main lcore, forwarding lcore
+}
+
+// DefaultOptions measures 20 million packets three times per row on CPU 0.
+func DefaultOptions() Options {
+	return Options{
+		Capture: "testdata/captures/bench-64.pcap",
+		Packets: 20_000_000, Repeats: 3, CPU: 0,
+		Testpmd: true, TestpmdSeconds: 4, TestpmdCPUs: [2]int{1, 0},
+	}
+}
+
+// Row is one measured configuration.
+type Row struct {
+	Name        string  `json:"name"`
+	Baseline    bool    `json:"baseline"`
+	Mpps        float64 `json:"mpps"`
+	NsPerPacket float64 `json:"ns_per_packet"`
+	Packets     uint64  `json:"packets"`
+	Allocs      uint64  `json:"allocs_per_run,omitempty"`
+	Err         string  `json:"error,omitempty"`
+}
+
+// Target is one goal from the project's issue, checked against rows of the
+// same run.
+type Target struct {
+	Name  string  `json:"name"`
+	Row   string  `json:"row"`
+	Base  string  `json:"baseline"`
+	Want  float64 `json:"want_ratio"`
+	Ratio float64 `json:"ratio"`
+	Met   bool    `json:"met"`
+	Note  string  `json:"note,omitempty"`
+}
+
+// Result is a whole bench run.
+type Result struct {
+	Capture   string    `json:"capture"`
+	CPU       int       `json:"cpu"`
+	GoVersion string    `json:"go_version"`
+	When      time.Time `json:"when"`
+	Rows      []Row     `json:"rows"`
+	Targets   []Target  `json:"targets"`
+}
+
+// Row names, used by targets and the chart.
+const (
+	RowGopacket       = "gopacket DecodingLayerParser (decode only)"
+	RowGopacketReader = "gopacket pcapgo read + decode"
+	RowTestpmd        = "dpdk-testpmd macswap (pcap infinite_rx -> null)"
+	RowParse          = "warpflow parse -> null"
+	RowMacswap        = "warpflow parse + macswap -> null"
+	RowDefault1k      = "warpflow default: parse, 1000-rule filter, rewrite, count -> null"
+)
+
+// Run measures every row and checks the targets. Progress lines go to log.
+func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
+	res := Result{Capture: o.Capture, CPU: o.CPU, GoVersion: runtime.Version(), When: time.Now().UTC()}
+	if o.Repeats < 1 {
+		return res, fmt.Errorf("repeats %d: must be at least 1", o.Repeats)
+	}
+	probe, err := pipelines.Load("bench", []byte(parseOnlyPipeline))
+	if err != nil {
+		return res, fmt.Errorf("bench pipeline: %w", err)
+	}
+	passPackets, err := capturePackets(o.Capture, probe)
+	if err != nil {
+		return res, err
+	}
+	loops := int((o.Packets + passPackets - 1) / passPackets)
+
+	inproc := []struct {
+		name string
+		run  func() (Row, error)
+	}{
+		{RowGopacket, func() (Row, error) { return baselineRow(baseline.GopacketParse(o.Capture, loops)) }},
+		{RowGopacketReader, func() (Row, error) { return baselineRow(baseline.GopacketParseReader(o.Capture, loops)) }},
+		{RowParse, func() (Row, error) { return replayRow(o.Capture, parseOnlyPipeline, loops) }},
+		{RowMacswap, func() (Row, error) { return replayRow(o.Capture, macswapPipeline, loops) }},
+		{RowDefault1k, func() (Row, error) { return replayRow(o.Capture, defaultPipeline1k(), loops) }},
+	}
+	for _, m := range inproc {
+		fmt.Fprintf(log, "measuring %s ...\n", m.name)
+		row := Row{Name: m.name, Baseline: isBaseline(m.name)}
+		var samples []Row
+		for range o.Repeats {
+			r, err := onCPU(o.CPU, m.run)
+			if err != nil {
+				row.Err = err.Error()
+				break
+			}
+			samples = append(samples, r)
+		}
+		if row.Err == "" {
+			row = median(samples)
+			row.Name, row.Baseline = m.name, isBaseline(m.name)
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	if o.Testpmd {
+		fmt.Fprintf(log, "measuring %s ...\n", RowTestpmd)
+		row := Row{Name: RowTestpmd, Baseline: true}
+		tr, err := baseline.Testpmd(ctx, baseline.TestpmdOptions{
+			Capture: o.Capture, Duration: time.Duration(o.TestpmdSeconds) * time.Second,
+			MainCPU: o.TestpmdCPUs[0], ForwardCPU: o.TestpmdCPUs[1],
+		})
+		if err != nil {
+			row.Err = err.Error()
+		} else {
+			row.Mpps, row.NsPerPacket, row.Packets = tr.Mpps, tr.NsPerPacket, tr.Packets
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	res.Targets = checkTargets(res.Rows)
+	return res, nil
+}
+
+func isBaseline(name string) bool {
+	return name == RowGopacket || name == RowGopacketReader || name == RowTestpmd
+}
+
+func baselineRow(r baseline.Result, err error) (Row, error) {
+	if err != nil {
+		return Row{}, err
+	}
+	return Row{Mpps: r.Mpps, NsPerPacket: r.NsPerPacket, Packets: r.Packets}, nil
+}
+
+// replayRow replays the capture, preloaded into the frame arena, loops
+// times through the pipeline, inline on the calling (pinned) thread, to a
+// null port.
+func replayRow(capture, config string, loops int) (Row, error) {
+	g, err := pipelines.Load("bench", []byte(config))
+	if err != nil {
+		return Row{}, fmt.Errorf("bench pipeline: %w", err)
+	}
+	cfg := dataplane.ReplayConfig{
+		Capture: capture,
+		Graph:   g,
+		Engine:  dataplane.DefaultOptions(),
+		Replay:  dataplane.DefaultReplayOptions(),
+		Arena:   rings.ArenaOptions{Frames: 8192, FrameSize: 2048, Headroom: 256},
+	}
+	cfg.Engine.Workers = 0
+	cfg.Engine.Timing = false
+	cfg.Replay.Preload = true
+	cfg.Replay.Loops = loops
+	cfg.Replay.MinFrames = 256
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	rep, err := dataplane.Replay(cfg)
+	runtime.ReadMemStats(&ms1)
+	if err != nil {
+		return Row{}, err
+	}
+	if !rep.Balanced {
+		return Row{}, fmt.Errorf("%s", rep.AccountingLine())
+	}
+	return Row{
+		Mpps: rep.Timing.Mpps, NsPerPacket: rep.Timing.NsPerPkt, Packets: rep.Received,
+		Allocs: ms1.Mallocs - ms0.Mallocs,
+	}, nil
+}
+
+// capturePackets counts the packets one pass over the capture yields.
+func capturePackets(capture string, g *pipelines.Graph) (uint64, error) {
+	cfg := dataplane.ReplayConfig{Capture: capture, Graph: g, Engine: dataplane.DefaultOptions(), Replay: dataplane.DefaultReplayOptions()}
+	cfg.Engine.Workers = 0
+	rep, err := dataplane.Replay(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if rep.Received == 0 {
+		return 0, errors.New("capture " + capture + " holds no packets")
+	}
+	return rep.Received, nil
+}
+
+// onCPU runs fn on a fresh goroutine pinned to cpu, whose thread dies with it.
+func onCPU(cpu int, fn func() (Row, error)) (Row, error) {
+	type out struct {
+		r   Row
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		if cpu >= 0 {
+			if err := workers.PinCurrentGoroutine(cpu); err != nil {
+				ch <- out{err: err}
+				return
+			}
+		}
+		r, err := fn()
+		ch <- out{r, err}
+	}()
+	o := <-ch
+	return o.r, o.err
+}
+
+func median(rows []Row) Row {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Mpps < rows[j].Mpps })
+	return rows[len(rows)/2]
+}
+
+func find(rows []Row, name string) *Row {
+	for i := range rows {
+		if rows[i].Name == name && rows[i].Err == "" && rows[i].Mpps > 0 {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+// checkTargets compares rows of one run, as the issue sets the goals.
+func checkTargets(rows []Row) []Target {
+	goals := []Target{
+		{Name: "parse stage >= 3x gopacket decode", Row: RowParse, Base: RowGopacket, Want: 3},
+		{Name: "parse + macswap >= dpdk-testpmd macswap", Row: RowMacswap, Base: RowTestpmd, Want: 1},
+		{Name: "default pipeline (1000 rules) >= 2x gopacket decode", Row: RowDefault1k, Base: RowGopacket, Want: 2},
+	}
+	for i := range goals {
+		g := &goals[i]
+		r, b := find(rows, g.Row), find(rows, g.Base)
+		if r == nil || b == nil {
+			g.Note = "not measured in this run"
+			continue
+		}
+		g.Ratio = r.Mpps / b.Mpps
+		g.Met = g.Ratio >= g.Want
+	}
+	return goals
+}
