@@ -622,3 +622,57 @@ func BenchmarkRewriteSwapMACs(b *testing.B) { rwBenchmark(b, `{swap_macs: true}`
 func BenchmarkRewriteNATTTL(b *testing.B) {
 	rwBenchmark(b, `{ttl_decrement: true, snat: {addr: 198.51.100.1, port: 4000}, dnat: {addr: 203.0.113.9, port: 8080}}`, true)
 }
+
+// FuzzRewrite runs every rewrite over arbitrary bytes with arbitrary Meta
+// offsets and flags (as a buggy or hostile parse result might leave them):
+// the stage must not panic and must not write past the packet's end.
+func FuzzRewrite(f *testing.F) {
+	s := rwPkt{ttl: 9, srcIP: net.IP{1, 2, 3, 4}, dstIP: net.IP{5, 6, 7, 8}, proto: layers.IPProtocolTCP, sport: 1, dport: 2, payload: []byte{1, 2, 3}}
+	tcp := s.bytes(f)
+	f.Add(tcp, uint16(14), uint16(rings.FlagIPv4|rings.FlagL4), uint16(34), uint8(0))
+	f.Add(tcp[:40], uint16(14), uint16(rings.FlagIPv4|rings.FlagL4), uint16(34), uint8(1))
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x81, 0, 0, 1, 0x86, 0xdd}, uint16(18), uint16(rings.FlagIPv6), uint16(0), uint8(2))
+	f.Add([]byte{}, uint16(0), uint16(0), uint16(0), uint8(3))
+	cfgs := []string{
+		`{pop_vlan: true, push_vlan: 7, swap_macs: true, ttl_decrement: true, snat: {addr: 9.9.9.9, port: 99}, dnat: {addr: 8.8.8.8, port: 88}}`,
+		`{push_vlan: 7, ttl_decrement: true}`,
+		`{pop_vlan: true, dnat: {addr: 8.8.8.8}}`,
+		`{src_mac: "02:00:00:00:00:01", ttl_decrement: true, snat: {addr: 9.9.9.9, port: 99}}`,
+	}
+	tpls := make([]Template, len(cfgs))
+	for i, c := range cfgs {
+		tpls[i] = stMustBuild(f, rewriteKind, c)
+	}
+	a := stArena(f)
+	addr, _ := a.Alloc()
+	f.Fuzz(func(t *testing.T, pkt []byte, l3 uint16, flags uint16, l4 uint16, which uint8) {
+		if len(pkt) > 1500 {
+			pkt = pkt[:1500]
+		}
+		frame := a.Frame(addr)
+		for i := range frame {
+			frame[i] = 0xee
+		}
+		hr := a.Headroom() - int(which>>2)%8 // sometimes less headroom than a tag needs
+		base := addr &^ uint64(a.FrameSize()-1)
+		copy(frame[hr:], pkt)
+		b := rings.NewBatch(1, a)
+		b.SetLen(1)
+		b.Descs[0] = rings.Desc{Addr: base + uint64(hr), Len: uint32(len(pkt))}
+		b.Meta[0] = rings.Meta{L3Off: l3, L4Off: l4, Flags: rings.Flags(flags), NumVLANs: uint8(flags % 3)}
+		stRunAll(tpls[int(which)%len(tpls)].NewInstance(), b)
+		start := int(b.Descs[0].Addr - base)
+		end := start + int(b.Descs[0].Len)
+		// The packet may have grown at the front by one tag, or shrunk by
+		// one; nothing outside [min(start, hr), end] may change.
+		lo := min(start, hr)
+		for i := range frame {
+			if (i < lo || i >= end) && frame[i] != 0xee {
+				t.Fatalf("byte %d outside the packet [%d, %d) written", i, start, end)
+			}
+		}
+		if end-start != len(pkt) && end-start != len(pkt)+4 && end-start != len(pkt)-4 {
+			t.Fatalf("length %d from %d", end-start, len(pkt))
+		}
+	})
+}
