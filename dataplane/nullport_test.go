@@ -1,0 +1,62 @@
+package dataplane
+
+import (
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+func TestNullPort(t *testing.T) {
+	a := newArena(t, 8, 2048, 0)
+	p := NewNullPort("null0")
+	if p.Name() != "null0" {
+		t.Errorf("name %q", p.Name())
+	}
+	ds := []rings.Desc{{Addr: 0, Len: 60}, {Addr: 2048, Len: 1500}, {Addr: 4096, Len: 64}}
+	for _, c := range []struct {
+		descs         []rings.Desc
+		packets, byts uint64
+	}{
+		{nil, 0, 0},
+		{ds[:1], 1, 60},
+		{ds, 4, 60 + 1624},
+	} {
+		if n, err := p.Transmit(a, c.descs); n != len(c.descs) || err != nil {
+			t.Errorf("Transmit = %d, %v; want all accepted", n, err)
+		}
+		if st := p.Stats(); st.Packets != c.packets || st.Bytes != c.byts {
+			t.Errorf("stats %+v, want %d packets %d bytes", st, c.packets, c.byts)
+		}
+	}
+	if _, err := p.Receive(rings.NewBatch(1, a)); !errors.Is(err, ErrNotReceiver) {
+		t.Errorf("Receive: %v", err)
+	}
+	p.Recycle(ds) // no-op
+	if allocs := testing.AllocsPerRun(100, func() { p.Transmit(a, ds) }); allocs != 0 {
+		t.Errorf("%.1f allocations per Transmit", allocs)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := p.Transmit(a, ds); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Transmit after Close: %v", err)
+	}
+	if _, err := p.Receive(rings.NewBatch(1, a)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Receive after Close: %v", err)
+	}
+}
+
+func BenchmarkNullPort(b *testing.B) {
+	a := newArena(b, 8, 2048, 0)
+	ds := make([]rings.Desc, 64)
+	p := NewNullPort("null")
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Transmit(a, ds)
+	}
+}

@@ -1,0 +1,159 @@
+package dataplane
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// Preload mode of ReplayPort: the capture lives in arena frames for the
+// port's whole life, and the hot path only moves descriptors. The frames
+// form a fixed cycle in capture order (replicas appended as whole passes);
+// a cursor walks it, and a per-frame state (home, out, released) guarantees
+// that a frame is handed out only when it is home, so it is never in flight
+// twice. Recycle maps an address back to its cycle slot through a table
+// indexed by arena frame number: O(1), no map.
+
+// preload copies every record into its own frame, then replicates the
+// packets until MinFrames frames are filled. On failure every frame taken
+// is returned to the arena.
+func (p *ReplayPort) preload() error {
+	name := p.rd.name
+	for {
+		rec, err := p.rd.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.releaseAll()
+			return err
+		}
+		p.records.Add(1)
+		p.rec, p.pending = rec, true
+		d, placed, ok := p.place()
+		if !ok {
+			p.releaseAll()
+			return fmt.Errorf("capture %s: preload record %d: all %d frames in use: %w",
+				name, p.rd.records, p.a.Frames(), rings.ErrArenaEmpty)
+		}
+		if placed {
+			p.addPreloaded(d)
+		}
+	}
+	p.pending = false
+	packets := len(p.pre)
+	if packets > 0 && p.opt.MinFrames > packets {
+		reps := (p.opt.MinFrames + packets - 1) / packets
+		for r := 1; r < reps; r++ {
+			for i := range packets {
+				src := p.pre[i]
+				addr, ok := p.a.Alloc()
+				if !ok {
+					p.releaseAll()
+					return fmt.Errorf("capture %s: preload %d copies of %d packets for min frames %d: %w",
+						name, reps, packets, p.opt.MinFrames, rings.ErrArenaEmpty)
+				}
+				copy(p.mem[addr:addr+uint64(src.Len)], p.mem[src.Addr:src.Addr+uint64(src.Len)])
+				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len})
+			}
+		}
+	}
+	p.byFrame = make([]int32, p.a.Frames())
+	for i, d := range p.pre {
+		p.byFrame[d.Addr>>p.shift] = int32(i + 1)
+	}
+	switch {
+	case packets == 0:
+		p.left = 0
+	case p.opt.Loops == -1:
+		p.left = -1
+	default:
+		p.left = int64(max(p.opt.Loops, 1)) * int64(packets)
+	}
+	if p.left == 0 {
+		p.finish()
+	}
+	return nil
+}
+
+func (p *ReplayPort) addPreloaded(d rings.Desc) {
+	p.pre = append(p.pre, d)
+	p.state = append(p.state, frameHome)
+}
+
+// receivePreloaded hands out preloaded frames in cycle order, stopping at
+// the first one still in flight.
+func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
+	n, bytes := 0, uint64(0)
+	cycle := len(p.pre)
+	for len(b.Descs) < cap(b.Descs) && p.left != 0 {
+		i := p.cursor
+		if p.state[i] != frameHome {
+			break // in flight: wait for Recycle, keeping capture order
+		}
+		p.state[i] = frameOut
+		d := p.pre[i] // original Addr and Len: undoes any head adjustment
+		b.Descs = append(b.Descs, d)
+		b.Meta = append(b.Meta, rings.Meta{Seq: p.seq, InPort: p.opt.PortIndex})
+		p.seq++
+		if p.cursor++; p.cursor == cycle {
+			p.cursor = 0
+		}
+		if p.left > 0 {
+			p.left--
+		}
+		n++
+		bytes += uint64(d.Len)
+	}
+	if p.left == 0 && !p.finished {
+		p.finish()
+	}
+	return p.done(n, bytes)
+}
+
+// finish ends a preloaded replay: frames at home go back to the arena now,
+// frames in flight when they are recycled.
+func (p *ReplayPort) finish() {
+	p.finished = true
+	p.eof = true
+	p.releaseAll()
+}
+
+// recyclePreloaded marks returned frames home (or frees them once the replay
+// is over). A descriptor this port does not have in flight is counted and
+// ignored, so a double recycle cannot put a frame in flight twice.
+func (p *ReplayPort) recyclePreloaded(descs []rings.Desc) {
+	bad := 0
+	for _, d := range descs {
+		fn := d.Addr >> p.shift
+		if fn >= uint64(len(p.byFrame)) || p.byFrame[fn] == 0 {
+			bad++
+			continue
+		}
+		i := p.byFrame[fn] - 1
+		if p.state[i] != frameOut {
+			bad++
+			continue
+		}
+		if p.finished || p.closed {
+			p.a.Free(p.pre[i].Addr)
+			p.state[i] = frameReleased
+		} else {
+			p.state[i] = frameHome
+		}
+	}
+	if bad > 0 {
+		p.badRecycles.Add(uint64(bad))
+	}
+}
+
+// releaseAll returns every preloaded frame at home to the arena.
+func (p *ReplayPort) releaseAll() {
+	for i, s := range p.state {
+		if s == frameHome {
+			p.a.Free(p.pre[i].Addr)
+			p.state[i] = frameReleased
+		}
+	}
+}
