@@ -133,8 +133,8 @@ func decodeIPv4(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
 	}
 	m.TTL = h[8]
 	m.IPProto = h[9]
-	copy(m.SrcIP[:4], h[12:16])
-	copy(m.DstIP[:4], h[16:20])
+	*(*[4]byte)(m.SrcIP[:4]) = [4]byte(h[12:16])
+	*(*[4]byte)(m.DstIP[:4]) = [4]byte(h[16:20])
 
 	soft := rings.ClassOK
 	tot := int(be16(h, 2))
@@ -201,8 +201,8 @@ func decodeIPv6(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
 	h := p[off : off+ipv6HdrLen]
 	m.Flags |= rings.FlagIPv6
 	m.TTL = h[7]
-	copy(m.SrcIP[:], h[8:24])
-	copy(m.DstIP[:], h[24:40])
+	m.SrcIP = [16]byte(h[8:24])
+	m.DstIP = [16]byte(h[24:40])
 
 	soft := rings.ClassOK
 	end := off + ipv6HdrLen + int(be16(h, 4))

@@ -131,7 +131,7 @@ func ptOracleMeta(pkt gopacket.Packet, tunnels bool) rings.Meta {
 			// a first fragment, so decode it here apart, in place.
 			if phase == outerL3 && firstFrag {
 				sub := gopacket.NewPacket(l.LayerContents(), layers.IPProtocol(m.IPProto).LayerType(), gopacket.NoCopy)
-				if ls := sub.Layers(); len(ls) > 0 {
+				if ls := sub.Layers(); len(ls) > 0 && sub.ErrorLayer() == nil {
 					fragL4 = ls[0]
 					if len(ls) > 1 {
 						fragEcho, _ = ls[1].(*layers.ICMPv6Echo)

@@ -1,0 +1,153 @@
+package pipelines
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+func TestParseBuild(t *testing.T) {
+	for _, c := range []struct {
+		name, src, next string
+		wantErr         string // substring; "" for success
+		wantTunnels     bool
+	}{
+		{"defaults", "{name: p, type: parse}", "acl", "", true},
+		{"tunnels off", "{name: p, type: parse, tunnels: false}", "acl", "", false},
+		{"explicit next key", "{name: p, type: parse, next: acl, tunnels: true}", "acl", "", true},
+		{"unknown option", "{name: p, type: parse, tunnel: false}", "acl", `test.yaml:1:24: stage "p": unknown option "tunnel" (known: tunnels)`, false},
+		{"wrong type", "{name: p, type: parse, tunnels: maybe}", "acl", `test.yaml:1:33: stage "p": tunnels: want true or false, got "maybe"`, false},
+		{"tunnels is a list", "{name: p, type: parse, tunnels: [true]}", "acl", `1:33: stage "p": tunnels: want true or false`, false},
+		{"no next", "{name: p, type: parse}", "", "last stage has no next edge", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, errs := ptBuildContext(t, c.src, c.next)
+			tpl := parseKind.Build(ctx)
+			if c.wantErr != "" {
+				if tpl != nil || errs.Len() == 0 || !strings.Contains(errs.Error(), c.wantErr) {
+					t.Fatalf("template %v, errors %q; want nil and an error containing %q", tpl, errs.Error(), c.wantErr)
+				}
+				return
+			}
+			if tpl == nil || errs.Len() != 0 {
+				t.Fatalf("template %v, errors %q", tpl, errs.Error())
+			}
+			if e := tpl.Edges(); len(e) != 1 || e[0].Stage != c.next {
+				t.Fatalf("edges %v, want [%s]", e, c.next)
+			}
+			st, ok := tpl.NewInstance().(*parseStage)
+			if !ok || st.tunnels != c.wantTunnels {
+				t.Fatalf("instance %#v, want tunnels=%v", st, c.wantTunnels)
+			}
+			if tpl.NewInstance() == Stage(st) {
+				t.Fatalf("NewInstance returned the same instance twice")
+			}
+		})
+	}
+	if parseKind.Name != "parse" || parseKind.Terminal {
+		t.Fatalf("kind %+v", parseKind)
+	}
+}
+
+// ptMixed returns up to n packets covering every generated case and fixture.
+func ptMixed(tb testing.TB, n int) [][]byte {
+	var all [][]byte
+	for _, c := range ptCases(tb) {
+		all = append(all, c.pkt)
+	}
+	for _, f := range ptFixtures() {
+		all = append(all, f.pkt)
+	}
+	// Interleave so that any n-packet prefix mixes kinds.
+	var out [][]byte
+	for stride := 0; len(out) < n && stride < 7; stride++ {
+		for i := stride; i < len(all) && len(out) < n; i += 7 {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+func TestParseProcessEdgesAndOwnership(t *testing.T) {
+	pkts := ptMixed(t, 64)
+	tb := newPTBatch(t, 64)
+	tb.load(t, pkts)
+	for i := range tb.b.Meta {
+		tb.b.Meta[i].Verdict, tb.b.Meta[i].Target, tb.b.Meta[i].InPort = rings.VerdictTX, 3, 7
+	}
+	// Only odd packets: the even ones must stay untouched.
+	var idx []uint16
+	for i := 1; i < len(pkts); i += 2 {
+		idx = append(idx, uint16(i))
+	}
+	next := make([]Edge, len(idx))
+	for i := range next {
+		next[i] = 9
+	}
+	(&parseStage{tunnels: true}).Process(tb.b, idx, next)
+	for k, e := range next {
+		if e != 0 {
+			t.Errorf("next[%d] = %d, want 0", k, e)
+		}
+	}
+	for i := range pkts {
+		m := tb.b.Meta[i]
+		if i%2 == 0 {
+			want := ptGarbageMeta
+			want.Seq, want.Verdict, want.Target, want.InPort = uint64(i), rings.VerdictTX, 3, 7
+			if m != want {
+				t.Errorf("packet %d not in idx but changed: %s", i, ptFmtMeta(m))
+			}
+			continue
+		}
+		if m.Seq != uint64(i) || m.Hash != 0x1234 || m.SampleMask != 5 || m.Verdict != rings.VerdictTX || m.Target != 3 || m.InPort != 7 {
+			t.Errorf("packet %d: fields the parse stage does not own changed: %+v", i, m)
+		}
+		if m.Class == rings.ClassUnparsed {
+			t.Errorf("packet %d left unparsed", i)
+		}
+		ptCheckOffsets(t, "mixed", pkts[i], m)
+	}
+}
+
+func TestParseZeroAllocs(t *testing.T) {
+	pkts := ptMixed(t, 64)
+	if len(pkts) != 64 {
+		t.Fatalf("only %d mixed packets", len(pkts))
+	}
+	tb := newPTBatch(t, 64)
+	tb.load(t, pkts)
+	for _, tunnels := range []bool{true, false} {
+		st := &parseStage{tunnels: tunnels}
+		allocs := testing.AllocsPerRun(100, func() {
+			st.Process(tb.b, tb.idx, tb.next)
+		})
+		if allocs != 0 {
+			t.Errorf("tunnels=%v: %.1f allocations per batch, want 0", tunnels, allocs)
+		}
+	}
+}
+
+// TestParseTunnelsOff checks that turning tunnels off only drops tunnel
+// fields: the outer view is the same.
+func TestParseTunnelsOff(t *testing.T) {
+	n := 0
+	for _, c := range ptCases(t) {
+		on, off := ptParse(t, c.pkt, true), ptParse(t, c.pkt, false)
+		if on.Flags&rings.FlagTunnel != 0 {
+			n++
+		}
+		if off.Flags&(rings.FlagTunnel|rings.FlagInnerL4) != 0 || off.Tunnel != 0 || off.InnerL2Off|off.InnerL3Off|off.InnerL4Off != 0 {
+			t.Errorf("%s: tunnel fields with tunnels off: %s", c.name, ptFmtMeta(off))
+		}
+		on.Flags &^= rings.FlagTunnel | rings.FlagInnerL4
+		on.Tunnel, on.InnerL2Off, on.InnerL3Off, on.InnerL4Off = 0, 0, 0, 0
+		if on != off {
+			t.Errorf("%s: outer view differs:\n on %s\noff %s", c.name, ptFmtMeta(on), ptFmtMeta(off))
+		}
+	}
+	if n < 40 {
+		t.Errorf("only %d tunnel cases", n)
+	}
+}
