@@ -109,3 +109,26 @@ func (a *Arena) Frame(addr uint64) []byte {
 func (a *Arena) Bytes(d Desc) []byte {
 	return a.mem[d.Addr : d.Addr+uint64(d.Len)]
 }
+
+// AllocN fills dst with newly allocated packet addresses, as Alloc does,
+// and returns how many it allocated: len(dst) unless the arena ran out.
+func (a *Arena) AllocN(dst []uint64) int {
+	n := min(len(dst), len(a.free))
+	top := len(a.free) - 1
+	h := uint64(a.headroom)
+	for i := range n {
+		dst[i] = a.free[top-i] + h
+	}
+	a.free = a.free[:len(a.free)-n]
+	return n
+}
+
+// FreeN returns the frames holding addrs to the free stack, as Free does
+// for each. Freeing the last address first makes a later AllocN hand them
+// out in the same order.
+func (a *Arena) FreeN(addrs []uint64) {
+	mask := ^uint64(a.frameSize - 1)
+	for i := len(addrs) - 1; i >= 0; i-- {
+		a.free = append(a.free, addrs[i]&mask)
+	}
+}

@@ -1,0 +1,151 @@
+package rings
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewArenaOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		o       ArenaOptions
+		wantErr string // substring; empty means success
+	}{
+		{"default", DefaultArenaOptions(), ""},
+		{"smallest frame", ArenaOptions{Frames: 1, FrameSize: 2048}, ""},
+		{"largest frame", ArenaOptions{Frames: 1, FrameSize: 65536, Headroom: 32767}, ""},
+		{"frame not power of two", ArenaOptions{Frames: 4, FrameSize: 3000}, "frame size 3000"},
+		{"frame too small", ArenaOptions{Frames: 4, FrameSize: 1024}, "frame size 1024"},
+		{"frame too large", ArenaOptions{Frames: 4, FrameSize: 131072}, "frame size 131072"},
+		{"no frames", ArenaOptions{Frames: 0, FrameSize: 2048}, "frame count 0"},
+		{"too many frames", ArenaOptions{Frames: 1<<22 + 1, FrameSize: 2048}, "frame count"},
+		{"negative headroom", ArenaOptions{Frames: 4, FrameSize: 2048, Headroom: -1}, "headroom -1"},
+		{"headroom half a frame", ArenaOptions{Frames: 4, FrameSize: 2048, Headroom: 1024}, "headroom 1024"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := NewArena(tt.o)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("NewArena: %v", err)
+				}
+				if a.Frames() != tt.o.Frames || a.FreeFrames() != tt.o.Frames || a.FrameSize() != tt.o.FrameSize ||
+					a.Headroom() != tt.o.Headroom || len(a.Mem()) != tt.o.Frames*tt.o.FrameSize {
+					t.Fatalf("arena %d/%d frames of %d, headroom %d, mem %d; want %+v",
+						a.FreeFrames(), a.Frames(), a.FrameSize(), a.Headroom(), len(a.Mem()), tt.o)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewArena error = %v, want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func newTestArena(t testing.TB, frames, size, headroom int) *Arena {
+	t.Helper()
+	a, err := NewArena(ArenaOptions{Frames: frames, FrameSize: size, Headroom: headroom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestArenaAllocOrderAndExhaustion(t *testing.T) {
+	for _, tc := range []struct{ frames, size, headroom int }{
+		{1, 2048, 0},
+		{4, 2048, 256},
+		{8, 4096, 256},
+		{3, 65536, 1000},
+	} {
+		a := newTestArena(t, tc.frames, tc.size, tc.headroom)
+		for i := range tc.frames {
+			addr, ok := a.Alloc()
+			want := uint64(i*tc.size + tc.headroom)
+			if !ok || addr != want {
+				t.Fatalf("%+v: alloc %d = %#x, %v; want %#x (address order)", tc, i, addr, ok, want)
+			}
+			if got := a.FreeFrames(); got != tc.frames-i-1 {
+				t.Fatalf("%+v: %d free after %d allocs", tc, got, i+1)
+			}
+		}
+		if addr, ok := a.Alloc(); ok {
+			t.Fatalf("%+v: alloc from an empty arena = %#x, want !ok", tc, addr)
+		}
+	}
+}
+
+func TestArenaFreeIsLIFOAndAcceptsAnyAddressInFrame(t *testing.T) {
+	a := newTestArena(t, 4, 2048, 128)
+	var addrs [4]uint64
+	for i := range addrs {
+		addrs[i], _ = a.Alloc()
+	}
+	// Free by an address in the middle of frame 2 and the last byte of frame 0.
+	a.Free(addrs[2] + 700)
+	a.Free(2047)
+	if a.FreeFrames() != 2 {
+		t.Fatalf("%d free, want 2", a.FreeFrames())
+	}
+	for _, want := range []uint64{0 + 128, 2*2048 + 128} {
+		if got, ok := a.Alloc(); !ok || got != want {
+			t.Fatalf("alloc = %#x, %v; want %#x (last freed first)", got, ok, want)
+		}
+	}
+	if _, ok := a.Alloc(); ok {
+		t.Fatal("alloc succeeded with every frame out")
+	}
+}
+
+func TestArenaAllocNFreeN(t *testing.T) {
+	a := newTestArena(t, 5, 2048, 64)
+	dst := make([]uint64, 3)
+	if n := a.AllocN(dst); n != 3 || dst[0] != 64 || dst[1] != 2048+64 || dst[2] != 4096+64 {
+		t.Fatalf("AllocN = %d %#x, want 3 frames in address order", n, dst)
+	}
+	rest := make([]uint64, 4)
+	if n := a.AllocN(rest); n != 2 || rest[0] != 3*2048+64 || rest[1] != 4*2048+64 {
+		t.Fatalf("AllocN past the end = %d %#x, want the 2 remaining frames", n, rest[:n])
+	}
+	if n := a.AllocN(rest); n != 0 {
+		t.Fatalf("AllocN on empty arena = %d", n)
+	}
+	a.FreeN(dst)
+	again := make([]uint64, 3)
+	if n := a.AllocN(again); n != 3 || [3]uint64(again) != [3]uint64(dst) {
+		t.Fatalf("AllocN after FreeN = %#x, want the same order %#x", again, dst)
+	}
+}
+
+func TestArenaViews(t *testing.T) {
+	a := newTestArena(t, 4, 2048, 256)
+	a.Alloc()
+	addr, _ := a.Alloc() // frame 1
+	f := a.Frame(addr + 100)
+	if len(f) != 2048 || cap(f) != 2048 {
+		t.Fatalf("Frame len/cap = %d/%d, want 2048/2048", len(f), cap(f))
+	}
+	f[0], f[2047] = 0xAA, 0xBB
+	if m := a.Mem(); m[2048] != 0xAA || m[4095] != 0xBB || m[4096] != 0 {
+		t.Fatal("Frame view does not alias frame 1 of the arena memory exactly")
+	}
+	p := a.Bytes(Desc{Addr: addr, Len: 60})
+	if len(p) != 60 || &p[0] != &a.Mem()[2048+256] {
+		t.Fatal("Bytes does not view the descriptor's packet in place")
+	}
+}
+
+func TestArenaZeroAllocs(t *testing.T) {
+	a := newTestArena(t, 64, 2048, 256)
+	addrs := make([]uint64, 32)
+	allocs := testing.AllocsPerRun(100, func() {
+		addr, _ := a.Alloc()
+		a.Free(addr)
+		n := a.AllocN(addrs)
+		a.FreeN(addrs[:n])
+	})
+	if allocs != 0 {
+		t.Fatalf("Alloc/Free/AllocN/FreeN allocate %.1f times per run", allocs)
+	}
+}

@@ -1,0 +1,92 @@
+package rings
+
+import "testing"
+
+func TestBatchAdjustHead(t *testing.T) {
+	a := newTestArena(t, 2, 2048, 256)
+	base := uint64(2048) // frame 1
+	tests := []struct {
+		name     string
+		addr     uint64 // packet start
+		len      uint32
+		delta    int
+		ok       bool
+		wantAddr uint64
+		wantLen  uint32
+	}{
+		{"push into headroom", base + 256, 100, -14, true, base + 242, 114},
+		{"push whole headroom", base + 256, 100, -256, true, base, 356},
+		{"push past frame start", base + 256, 100, -257, false, base + 256, 100},
+		{"push at frame start", base, 100, -1, false, base, 100},
+		{"pull a header", base + 256, 100, 14, true, base + 270, 86},
+		{"pull all but one byte", base + 256, 100, 99, true, base + 355, 1},
+		{"pull everything", base + 256, 100, 100, false, base + 256, 100},
+		{"pull past the end", base + 256, 100, 500, false, base + 256, 100},
+		{"zero delta", base + 256, 100, 0, true, base + 256, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBatch(4, a)
+			b.SetLen(1)
+			b.Descs[0] = Desc{Addr: tt.addr, Len: tt.len}
+			if ok := b.AdjustHead(0, tt.delta); ok != tt.ok {
+				t.Fatalf("AdjustHead(%d) = %v, want %v", tt.delta, ok, tt.ok)
+			}
+			if d := b.Descs[0]; d.Addr != tt.wantAddr || d.Len != tt.wantLen {
+				t.Fatalf("desc = {%#x %d}, want {%#x %d}", d.Addr, d.Len, tt.wantAddr, tt.wantLen)
+			}
+			if got := b.Headroom(0); got != int(tt.wantAddr-base) {
+				t.Fatalf("Headroom = %d, want %d", got, tt.wantAddr-base)
+			}
+		})
+	}
+}
+
+func TestBatchPacketViewEndsAtFrameEnd(t *testing.T) {
+	a := newTestArena(t, 3, 4096, 256)
+	b := NewBatch(8, a)
+	tests := []struct {
+		addr    uint64
+		len     uint32
+		wantCap int
+	}{
+		{256, 60, 4096 - 256},
+		{4096 + 256, 1500, 4096 - 256},
+		{2*4096 + 4000, 96, 96},
+		{2 * 4096, 4096, 4096},
+	}
+	b.SetLen(len(tests))
+	for i, tt := range tests {
+		b.Descs[i] = Desc{Addr: tt.addr, Len: tt.len}
+	}
+	for i, tt := range tests {
+		p := b.Packet(i)
+		if len(p) != int(tt.len) || cap(p) != tt.wantCap {
+			t.Errorf("packet %d: len/cap %d/%d, want %d/%d", i, len(p), cap(p), tt.len, tt.wantCap)
+		}
+		if &p[0] != &a.Mem()[tt.addr] {
+			t.Errorf("packet %d does not view the arena in place", i)
+		}
+		// Growing the tail to the capacity must stay inside the frame.
+		grown := p[:cap(p)]
+		if end := tt.addr + uint64(len(grown)); (end-1)/4096 != tt.addr/4096 {
+			t.Errorf("packet %d grows into the next frame", i)
+		}
+	}
+}
+
+func TestBatchLenAndClear(t *testing.T) {
+	a := newTestArena(t, 1, 2048, 0)
+	b := NewBatch(16, a)
+	if b.Cap() != 16 || b.Len() != 0 {
+		t.Fatalf("new batch len/cap = %d/%d", b.Len(), b.Cap())
+	}
+	b.SetLen(10)
+	if b.Len() != 10 || len(b.Meta) != 10 {
+		t.Fatalf("SetLen(10): len %d meta %d", b.Len(), len(b.Meta))
+	}
+	b.Clear()
+	if b.Len() != 0 || len(b.Meta) != 0 || b.Cap() != 16 {
+		t.Fatalf("Clear: len %d meta %d cap %d", b.Len(), len(b.Meta), b.Cap())
+	}
+}
