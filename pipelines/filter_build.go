@@ -1,0 +1,489 @@
+package pipelines
+
+import (
+	"encoding/binary"
+	"maps"
+	"math/bits"
+	"net/netip"
+	"slices"
+	"sort"
+)
+
+// Build-time half of the classifier: projecting rules onto key dimensions
+// and cutting the key space into decision trees. See filter_classify.go.
+
+const (
+	leafSize     = 6  // stop splitting at this many rules
+	maxTreeDepth = 48 // and at this depth
+	smallGroup   = 32 // groups smaller than this share one tree
+)
+
+// projRule is a rule projected onto the key dimensions: nil means the
+// dimension is unconstrained. exact says the box product is the rule.
+type projRule struct {
+	dims  [nDims][]ival
+	exact bool
+	never bool // some dimension's set is empty: the rule matches nothing
+	ex    *filterExact
+}
+
+// projectRule turns a parsed rule into interval sets per dimension.
+func projectRule(r *filterRule) projRule {
+	var p projRule
+	p.exact = true
+	famRange := func(f uint64) ival { return ival{f << 9, f<<9 | 511} }
+	if r.proto != nil {
+		var l3 []ival
+		for _, t := range r.proto {
+			switch t {
+			case protoIPv4:
+				l3 = append(l3, famRange(famV4))
+			case protoIPv6:
+				l3 = append(l3, famRange(famV6))
+			case protoARP:
+				l3 = append(l3, famRange(famARP))
+			default:
+				l3 = append(l3, ival{famV4<<9 | uint64(t), famV4<<9 | uint64(t)},
+					ival{famV6<<9 | uint64(t), famV6<<9 | uint64(t)})
+			}
+		}
+		p.dims[dL3] = normIvals(l3)
+	}
+	addr := func(ps []netip.Prefix, hiDim, loDim int, ex4 *[]ival, ex6 *[]ival128) bool {
+		if ps == nil {
+			return true
+		}
+		var hi, lo, fams []ival
+		loFull, v4, v6, long6 := false, false, 0, false
+		for _, pf := range ps {
+			a := pf.Addr()
+			if a.Is4() {
+				v4 = true
+				fams = append(fams, famRange(famV4))
+				b := a.As4()
+				x := uint64(binary.BigEndian.Uint32(b[:]))
+				m := uint64(1)<<(32-pf.Bits()) - 1
+				iv := ival{(x &^ m) << 32, (x | m) << 32}
+				hi = append(hi, iv)
+				*ex4 = append(*ex4, iv)
+				loFull = true
+				continue
+			}
+			v6++
+			fams = append(fams, famRange(famV6))
+			b := a.As16()
+			h, l := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+			var iv ival128
+			if n := pf.Bits(); n <= 64 {
+				m := maxUint64 >> n
+				if n == 0 {
+					m = maxUint64
+				}
+				hi = append(hi, ival{h &^ m, h | m})
+				loFull = true
+				iv = ival128{h &^ m, 0, h | m, maxUint64}
+			} else {
+				long6 = true
+				m := maxUint64 >> (n - 64)
+				if n == 128 {
+					m = 0
+				}
+				hi = append(hi, ival{h, h})
+				lo = append(lo, ival{l &^ m, l | m})
+				iv = ival128{h, l &^ m, h, l | m}
+			}
+			*ex6 = append(*ex6, iv)
+		}
+		p.dims[hiDim] = normIvals(hi)
+		if !loFull {
+			p.dims[loDim] = normIvals(lo)
+		}
+		p.dims[dL3] = intersectIvals(p.dims[dL3], normIvals(fams))
+		return !(v4 && v6 > 0) && !(v6 > 1 && long6)
+	}
+	var ex filterExact
+	ex.src = !addr(r.src, dSrcHi, dSrcLo, &ex.src4, &ex.src6)
+	ex.dst = !addr(r.dst, dDstHi, dDstLo, &ex.dst4, &ex.dst6)
+	if ex.src || ex.dst {
+		p.exact = false
+		ex.src4, ex.dst4 = normIvals(ex.src4), normIvals(ex.dst4)
+		if !ex.src {
+			ex.src4, ex.src6 = nil, nil
+		}
+		if !ex.dst {
+			ex.dst4, ex.dst6 = nil, nil
+		}
+		p.ex = &ex
+	}
+	ports := func(rs []portRange) []ival {
+		if rs == nil {
+			return nil
+		}
+		out := make([]ival, len(rs))
+		for i, pr := range rs {
+			out[i] = ival{uint64(pr.lo), uint64(pr.hi)}
+		}
+		return normIvals(out)
+	}
+	p.dims[dSport] = ports(r.srcPort)
+	p.dims[dDport] = ports(r.dstPort)
+	if r.hasVLAN {
+		v := ports(r.vlan)
+		if r.vlanNone {
+			v = normIvals(append(v, ival{noVLAN, noVLAN}))
+		}
+		p.dims[dVLAN] = v
+	}
+	if r.hasClass {
+		var cl []ival
+		for c := range uint64(256) {
+			if r.class[c/64]&(1<<(c%64)) != 0 {
+				cl = append(cl, ival{c, c})
+			}
+		}
+		p.dims[dClass] = normIvals(cl)
+	}
+	if r.hasTCP {
+		var tf []ival
+		for f := range uint64(256) {
+			if uint8(f)&r.tcpSet == r.tcpSet && uint8(f)&r.tcpClear == 0 {
+				tf = append(tf, ival{f, f})
+			}
+		}
+		p.dims[dTCP] = normIvals(tf)
+	}
+	if r.hasFrag {
+		f := uint64(0)
+		if r.frag {
+			f = 1
+		}
+		p.dims[dFrag] = []ival{{f, f}}
+	}
+	for d := range p.dims {
+		if p.dims[d] != nil && len(p.dims[d]) == 0 {
+			p.never = true
+		}
+	}
+	return p
+}
+
+// normIvals sorts s and merges overlapping or adjacent intervals. It returns
+// a non-nil slice (empty when s is empty), so "constrained to nothing"
+// differs from "unconstrained".
+func normIvals(s []ival) []ival {
+	if len(s) == 0 {
+		return []ival{}
+	}
+	slices.SortFunc(s, func(a, b ival) int {
+		switch {
+		case a.lo < b.lo:
+			return -1
+		case a.lo > b.lo:
+			return 1
+		}
+		return 0
+	})
+	out := s[:1]
+	for _, iv := range s[1:] {
+		last := &out[len(out)-1]
+		if last.hi == maxUint64 || iv.lo <= last.hi+1 {
+			last.hi = max(last.hi, iv.hi)
+			continue
+		}
+		out = append(out, iv)
+	}
+	return out
+}
+
+// intersectIvals intersects two normalised sets (nil = everything).
+func intersectIvals(a, b []ival) []ival {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	out := []ival{}
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		lo, hi := max(a[i].lo, b[j].lo), min(a[i].hi, b[j].hi)
+		if lo <= hi {
+			out = append(out, ival{lo, hi})
+		}
+		if a[i].hi < b[j].hi {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
+}
+
+// measure is the number of values in s minus one, saturating.
+func measure(s []ival) uint64 {
+	var m uint64
+	for _, iv := range s {
+		s, c := bits.Add64(m, iv.hi-iv.lo, 0)
+		if c != 0 {
+			return maxUint64
+		}
+		m = s
+	}
+	return m
+}
+
+// groupKey says which of the wildcard-prone fields rule p constrains
+// narrowly; rules with the same key share a tree.
+func groupKey(p *projRule) int {
+	key := 0
+	narrow := []struct {
+		d     int
+		limit uint64
+	}{{dSrcHi, 1 << 56}, {dDstHi, 1 << 56}, {dSport, 1024}, {dDport, 1024}, {dVLAN, 256}}
+	for i, n := range narrow {
+		if s := p.dims[n.d]; s != nil && measure(s) < n.limit {
+			key |= 1 << i
+		}
+	}
+	return key
+}
+
+// buildClassifier compiles rules into a classifier.
+func buildClassifier(rules []filterRule) *filterClassifier {
+	c := &filterClassifier{n: int32(len(rules)), rules: make([]cRule, len(rules))}
+	proj := make([]projRule, len(rules))
+	groups := map[int][]int32{}
+	for i := range rules {
+		p := projectRule(&rules[i])
+		proj[i] = p
+		cr := &c.rules[i]
+		cr.exact = -1
+		for d, s := range p.dims {
+			if s == nil || len(s) == 0 {
+				continue
+			}
+			cr.mask |= 1 << d
+			cr.lo[d], cr.hi[d] = s[0].lo, s[len(s)-1].hi
+			if len(s) > 1 {
+				cr.multi |= 1 << d
+				cr.sets[d] = span{uint32(len(c.pool)), uint32(len(s))}
+				c.pool = append(c.pool, s...)
+			}
+		}
+		if p.ex != nil {
+			cr.exact = int32(len(c.exact))
+			c.exact = append(c.exact, *p.ex)
+		}
+		if !p.never {
+			k := groupKey(&p)
+			groups[k] = append(groups[k], int32(i))
+		}
+	}
+	var sets [][]int32
+	var small []int32
+	for _, k := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[k]
+		if len(g) < smallGroup {
+			small = append(small, g...)
+			continue
+		}
+		sets = append(sets, g)
+	}
+	if len(small) > 0 {
+		slices.Sort(small)
+		sets = append(sets, small)
+	}
+	b := &treeBuilder{proj: proj}
+	for _, g := range sets {
+		b.used, b.budget = 0, treeBudget(len(g))
+		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0]})
+	}
+	c.leaves = b.leaves
+	slices.SortFunc(c.trees, func(a, b cTree) int { return int(a.minRule - b.minRule) })
+	return c
+}
+
+// treeBudget bounds the leaf entries and nodes a tree of n rules may use: rule
+// sets whose rules overlap in every dimension would otherwise replicate
+// without end. Past it, the remaining nodes become leaves (bigger scans,
+// still exact).
+func treeBudget(n int) int { return 32*n + 1024 }
+
+// treeBuilder cuts each group's key space into a decision tree.
+type treeBuilder struct {
+	proj   []projRule
+	leaves []int32
+	used   int // leaf entries and nodes made so far, against budget
+	budget int
+}
+
+// pending is a node whose rules and region are known but not yet cut.
+type pending struct {
+	idx   int32
+	rules []int32
+	reg   [nDims]ival
+	depth int
+}
+
+// build makes the tree for rules rs (sorted by index), breadth first so
+// that a budget running out leaves a tree of even depth rather than one
+// deep branch.
+func (b *treeBuilder) build(rs []int32) []cNode {
+	nodes := []cNode{{}}
+	q := []pending{{idx: 0, rules: rs}}
+	for d := range q[0].reg {
+		q[0].reg[d] = ival{0, dimMax[d]}
+	}
+	for len(q) > 0 {
+		p := q[0]
+		q = q[1:]
+		live := make([]int32, 0, len(p.rules))
+		for _, r := range p.rules {
+			if !b.intersects(r, &p.reg) {
+				continue
+			}
+			live = append(live, r)
+			if b.covers(r, &p.reg) {
+				break // nothing after r can win anywhere in the region
+			}
+		}
+		if len(live) > leafSize && p.depth < maxTreeDepth && b.used < b.budget {
+			if d, t, ok := b.split(live, &p.reg); ok {
+				l, r := pending{idx: int32(len(nodes)), rules: live, reg: p.reg, depth: p.depth + 1}, pending{idx: int32(len(nodes) + 1), rules: live, reg: p.reg, depth: p.depth + 1}
+				l.reg[d].hi, r.reg[d].lo = t-1, t
+				nodes[p.idx] = cNode{dim: uint8(d), thr: t, a: l.idx, b: r.idx}
+				nodes = append(nodes, cNode{}, cNode{})
+				q = append(q, l, r)
+				b.used += 2
+				continue
+			}
+		}
+		nodes[p.idx] = cNode{dim: leafDim, a: int32(len(b.leaves)), b: int32(len(b.leaves) + len(live))}
+		b.leaves = append(b.leaves, live...)
+		b.used += len(live)
+	}
+	return nodes
+}
+
+// firstHit returns the index of the first interval of s that ends at or
+// after v.
+func firstHit(s []ival, v uint64) int {
+	return sort.Search(len(s), func(i int) bool { return s[i].hi >= v })
+}
+
+func (b *treeBuilder) intersects(r int32, reg *[nDims]ival) bool {
+	for d, s := range b.proj[r].dims {
+		if s == nil {
+			continue
+		}
+		i := firstHit(s, reg[d].lo)
+		if i == len(s) || s[i].lo > reg[d].hi {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *treeBuilder) covers(r int32, reg *[nDims]ival) bool {
+	p := &b.proj[r]
+	if !p.exact {
+		return false
+	}
+	for d, s := range p.dims {
+		if s == nil {
+			continue
+		}
+		i := firstHit(s, reg[d].lo)
+		if i == len(s) || s[i].lo > reg[d].lo || s[i].hi < reg[d].hi {
+			return false
+		}
+	}
+	return true
+}
+
+// split picks the dimension and threshold that best separate rs inside
+// reg: the candidate thresholds are the rules' interval ends inside the
+// region; the cost of a cut is the larger side's rule count (then the total,
+// which counts replication). It reports false when no cut makes either side
+// smaller.
+func (b *treeBuilder) split(rs []int32, reg *[nDims]ival) (dim int, thr uint64, ok bool) {
+	bestMax, bestSum := len(rs), 2*len(rs)
+	starts := make([]uint64, len(rs))
+	ends := make([]uint64, len(rs))
+	var pts []uint64
+	for d := 0; d < nDims; d++ {
+		lo, hi := reg[d].lo, reg[d].hi
+		if lo == hi {
+			continue
+		}
+		pts = pts[:0]
+		for i, r := range rs {
+			s := b.proj[r].dims[d]
+			starts[i], ends[i] = lo, hi
+			if s == nil {
+				continue
+			}
+			first := firstHit(s, lo)
+			last := first
+			for j := first; j < len(s) && s[j].lo <= hi; j++ {
+				if s[j].lo > lo {
+					pts = append(pts, s[j].lo)
+				}
+				if s[j].hi < hi {
+					pts = append(pts, s[j].hi+1)
+				}
+				last = j
+			}
+			starts[i], ends[i] = max(s[first].lo, lo), min(s[last].hi, hi)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		slices.Sort(pts)
+		pts = slices.Compact(pts)
+		slices.Sort(starts)
+		slices.Sort(ends)
+		// Try up to 33 quantiles of the candidate points.
+		steps := min(len(pts), 33)
+		for q := 0; q < steps; q++ {
+			t := pts[q*len(pts)/steps+len(pts)/(2*steps)]
+			nl, _ := slices.BinarySearch(starts, t) // rules starting before t
+			ge, _ := slices.BinarySearch(ends, t)
+			nr := len(rs) - ge // rules ending at or after t
+			m := max(nl, nr)
+			if m < bestMax || m == bestMax && nl+nr < bestSum {
+				if min(nl, nr) == 0 {
+					continue // a cut that moves nothing
+				}
+				bestMax, bestSum, dim, thr, ok = m, nl+nr, d, t, true
+			}
+		}
+	}
+	if ok {
+		return dim, thr, true
+	}
+	// No cut separates the rules. Shrink the region to their bounding box
+	// instead: the cut-off side is an empty leaf, and in the tighter region
+	// the first rule may cover everything and prune the rest (duplicates and
+	// shadowed rules end up this way).
+	for d := 0; d < nDims; d++ {
+		lo, hi := reg[d].lo, reg[d].hi
+		minLo, maxHi := hi, lo
+		for _, r := range rs {
+			s := b.proj[r].dims[d]
+			if s == nil {
+				minLo, maxHi = lo, hi
+				break
+			}
+			first := firstHit(s, lo)
+			last := sort.Search(len(s), func(i int) bool { return s[i].lo > hi }) - 1
+			minLo, maxHi = min(minLo, max(s[first].lo, lo)), max(maxHi, min(s[last].hi, hi))
+		}
+		if minLo > lo {
+			return d, minLo, true
+		}
+		if maxHi < hi {
+			return d, maxHi + 1, true
+		}
+	}
+	return 0, 0, false
+}
