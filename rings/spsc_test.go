@@ -348,3 +348,35 @@ func TestSPSCZeroAllocs(t *testing.T) {
 		t.Fatalf("SPSC Reserve/Submit/Peek/Release/Enqueue/Dequeue allocate %.1f times per run", allocs)
 	}
 }
+
+// TestSPSCIndexWraparound starts the free-running uint32 indices just below
+// 2^32 so that reservations, peeks and Len straddle the wrap.
+func TestSPSCIndexWraparound(t *testing.T) {
+	r := newTestSPSC(t, 16)
+	const start = ^uint32(0) - 20
+	r.prod.Store(start)
+	r.cons.Store(start)
+	r.p = side{next: start, pub: start, limit: start + 16}
+	r.c = side{next: start, pub: start, limit: start}
+	in, out := make([]Desc, 7), make([]Desc, 16)
+	var sent, got uint64
+	for range 20 { // 140 descriptors: crosses 2^32 once, the ring many times
+		for i := range in {
+			in[i].Addr = sent + uint64(i)
+		}
+		sent += uint64(r.Enqueue(in))
+		if l := r.Len(); l != int(sent-got) {
+			t.Fatalf("Len %d, want %d", l, sent-got)
+		}
+		n := r.Dequeue(out[:5])
+		for _, d := range out[:n] {
+			if d.Addr != got {
+				t.Fatalf("got %d, want %d", d.Addr, got)
+			}
+			got++
+		}
+	}
+	if r.c.next >= start || sent < 100 {
+		t.Fatalf("indices did not wrap: consumer at %d after %d descriptors", r.c.next, sent)
+	}
+}
