@@ -106,13 +106,15 @@ type BuildContext struct {
 	File string     // config file name, for positions
 	Node *yaml.Node // the stage's mapping node (all keys, including name/type/next)
 
-	// SampleIndex is this stage's index among the pipeline's sample stages
-	// (its bit in Meta.SampleMask); only meaningful for sample stages.
+	// SampleIndex is the index AddSampler returns if this stage calls it
+	// (its bit in Meta.SampleMask): the number of samplers registered by the
+	// stages before it. Prefer AddSampler, which also reports overflow.
 	SampleIndex int
 
-	next   Target
-	hasNxt bool
-	errs   *ErrorList
+	next     Target
+	hasNxt   bool
+	errs     *ErrorList
+	samplers *[]SamplerInfo
 	// common lists the keys every stage has (name, type, next), which
 	// Decode accepts without the options struct naming them.
 	common []string
@@ -157,7 +159,8 @@ func (c *BuildContext) Decode(v any) bool {
 
 // DecodeNode strictly decodes node n into v like Decode, ignoring the keys
 // named in skip. Use it for nested option lists (rules, ...) to get per-item
-// positions.
+// positions. Fields of type yaml.Node or *yaml.Node (in v's top-level
+// struct) receive the option's node itself, for positioned checks.
 func (c *BuildContext) DecodeNode(n *yaml.Node, v any, skip ...string) bool {
 	ok := true
 	for _, e := range strictCheck(n, v, skip) {
@@ -167,11 +170,45 @@ func (c *BuildContext) DecodeNode(n *yaml.Node, v any, skip ...string) bool {
 	if !ok {
 		return false
 	}
-	if err := n.Decode(v); err != nil {
+	if n == nil {
+		return true
+	}
+	if err := decodeNode(n, v); err != nil {
 		c.Errorf(n, "%s", cleanYAMLError(err))
 		return false
 	}
 	return true
+}
+
+// MaxSamplers is the most sample stages one pipeline may have: one bit each
+// in Meta.SampleMask.
+const MaxSamplers = 32
+
+// SamplerInfo describes one sample stage to the engine, which writes the
+// packets the stage marks in Meta.SampleMask to File.
+type SamplerInfo struct {
+	Stage string // the sample stage's name
+	Mode  string // "every" (one packet in N) or "first" (the first N packets)
+	N     uint64
+	File  string // capture file the sampled packets go to
+}
+
+// AddSampler registers the stage as a sampler and returns its index: the bit
+// it sets in Meta.SampleMask. s.Stage defaults to the stage's name. Beyond
+// MaxSamplers it records an error and returns -1.
+func (c *BuildContext) AddSampler(s SamplerInfo) int {
+	if s.Stage == "" {
+		s.Stage = c.Name
+	}
+	if c.samplers == nil {
+		c.samplers = new([]SamplerInfo)
+	}
+	if len(*c.samplers) >= MaxSamplers {
+		c.Errorf(nil, "too many sample stages (at most %d per pipeline)", MaxSamplers)
+		return -1
+	}
+	*c.samplers = append(*c.samplers, s)
+	return len(*c.samplers) - 1
 }
 
 // ParseTarget turns an edge written in a config ("stage-name" or
@@ -180,7 +217,7 @@ func (c *BuildContext) ParseTarget(s string, n *yaml.Node) (Target, bool) {
 	pos := c.Pos(n)
 	if reason, ok := strings.CutPrefix(s, "drop:"); ok {
 		if !validName(reason) {
-			c.Errorf(n, "drop reason %q: want letters, digits, '_', '-' or '.'", reason)
+			c.Errorf(n, "drop reason %q: want %s", reason, nameRule)
 			return Target{}, false
 		}
 		return Target{Drop: reason, Pos: pos}, true

@@ -70,7 +70,11 @@ func checkNode(n *yaml.Node, t reflect.Type, skip []string, errs *[]strictErr) {
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, strictErr{k, fmt.Sprintf("unknown option %q (known: %s)", k.Value, strings.Join(sortedKeys(fields), ", "))})
+				known := "none accepted here"
+				if len(fields) > 0 {
+					known = "known: " + strings.Join(sortedKeys(fields), ", ")
+				}
+				*errs = append(*errs, strictErr{k, fmt.Sprintf("unknown option %q (%s)", k.Value, known)})
 				continue
 			}
 			checkNode(n.Content[i+1], ft, nil, errs)
@@ -154,4 +158,45 @@ func cleanYAMLError(err error) string {
 		}
 	}
 	return s
+}
+
+var nodePtrType = reflect.TypeOf((*yaml.Node)(nil))
+
+// decodeNode is n.Decode(v), except that when v points to a struct, its
+// *yaml.Node fields get the mapping's value nodes: yaml.v3 decodes into
+// yaml.Node fields but refuses *yaml.Node ones.
+func decodeNode(n *yaml.Node, v any) error {
+	rv := reflect.ValueOf(v)
+	if n.Kind != yaml.MappingNode || rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return n.Decode(v)
+	}
+	st := rv.Elem()
+	ptrs := map[string]reflect.Value{}
+	for i := 0; i < st.NumField(); i++ {
+		f := st.Type().Field(i)
+		if !f.IsExported() || f.Type != nodePtrType {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name != "-" {
+			ptrs[name] = st.Field(i)
+		}
+	}
+	if len(ptrs) == 0 {
+		return n.Decode(v)
+	}
+	rest := *n
+	rest.Content = make([]*yaml.Node, 0, len(n.Content))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if f, ok := ptrs[k.Value]; ok {
+			f.Set(reflect.ValueOf(val))
+			continue
+		}
+		rest.Content = append(rest.Content, k, val)
+	}
+	return rest.Decode(v)
 }

@@ -1,0 +1,261 @@
+package pipelines
+
+import (
+	"time"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// RunnerOptions configures a Runner.
+type RunnerOptions struct {
+	// Timing measures the time spent in each node: one clock read per node
+	// that has packets, per batch (never per packet).
+	Timing bool
+}
+
+// Runner executes a Graph on batches, VPP style: every node has a
+// preallocated vector of packet indices; all packets start at the entry;
+// nodes run in topological order, each on its whole vector, and their
+// packets are scattered to the successors' vectors by the edge each packet
+// took (moving the whole vector when they all took the same one). Terminal
+// nodes write the verdict.
+//
+// A Runner belongs to one worker goroutine: Process, Stats and Counters must
+// not run concurrently. Process neither allocates nor locks.
+type Runner struct {
+	g       *Graph
+	nodes   []rnode
+	topo    []int32
+	next    []Edge // the stage's per-packet edge output, cap chunk
+	chunk   int    // vector capacity: the graph's batch size
+	timing  bool
+	scratch []Counter
+}
+
+type rnode struct {
+	stage    Stage       // nil for terminals
+	table    *[256]int32 // edge -> node; edges the stage does not have lead to the bad-edge drop
+	vec      []uint16    // packet indices waiting at this node, cap chunk
+	terminal bool
+	verdict  rings.Verdict
+	target   uint16
+
+	calls, packets, bytes, nanos uint64
+}
+
+// NewRunner makes a runner with fresh instances of every stage. Call it
+// once per worker.
+func (g *Graph) NewRunner(o RunnerOptions) *Runner {
+	chunk := g.settings.BatchSize
+	if chunk <= 0 || chunk > rings.MaxBatch {
+		chunk = rings.MaxBatch
+	}
+	r := &Runner{
+		g:      g,
+		nodes:  make([]rnode, len(g.nodes)),
+		topo:   g.topo,
+		next:   make([]Edge, chunk),
+		chunk:  chunk,
+		timing: o.Timing,
+	}
+	// One backing array for all vectors keeps them close in memory.
+	backing := make([]uint16, chunk*len(g.nodes))
+	for i := range g.nodes {
+		gn := &g.nodes[i]
+		rn := &r.nodes[i]
+		rn.vec = backing[i*chunk : i*chunk : (i+1)*chunk]
+		rn.terminal, rn.verdict, rn.target = gn.terminal, gn.verdict, gn.target
+		if gn.terminal {
+			continue
+		}
+		rn.stage = gn.tmpl.NewInstance()
+		rn.table = new([256]int32)
+		for e := range rn.table {
+			rn.table[e] = g.badEdge
+		}
+		copy(rn.table[:], gn.edges)
+	}
+	return r
+}
+
+// Process runs the whole graph on b in place. Afterwards every packet has
+// a verdict (Meta.Verdict != VerdictNone) and Meta.Target set. A batch
+// longer than the graph's batch size is run in slices of that size.
+func (r *Runner) Process(b *rings.Batch) {
+	n := b.Len()
+	for start := 0; start < n; start += r.chunk {
+		r.run(b, start, min(start+r.chunk, n))
+	}
+}
+
+// run takes packets [start, end) of b through the graph.
+func (r *Runner) run(b *rings.Batch, start, end int) {
+	entry := &r.nodes[r.topo[0]]
+	v := entry.vec[:end-start]
+	for k := range v {
+		v[k] = uint16(start + k)
+	}
+	entry.vec = v
+	var t0 time.Time
+	if r.timing {
+		t0 = time.Now()
+	}
+	descs, meta := b.Descs, b.Meta
+	for _, ni := range r.topo {
+		nd := &r.nodes[ni]
+		idx := nd.vec
+		if len(idx) == 0 {
+			continue
+		}
+		var bytes uint64
+		if nd.terminal {
+			for _, i := range idx {
+				bytes += uint64(descs[i].Len)
+				m := &meta[i]
+				m.Verdict, m.Target = nd.verdict, nd.target
+			}
+			nd.vec = idx[:0]
+		} else {
+			for _, i := range idx {
+				bytes += uint64(descs[i].Len)
+			}
+			next := r.next[:len(idx)]
+			nd.stage.Process(b, idx, next)
+			r.scatter(nd, idx, next)
+		}
+		nd.calls++
+		nd.packets += uint64(len(idx))
+		nd.bytes += bytes
+		if r.timing {
+			t1 := time.Now()
+			nd.nanos += uint64(t1.Sub(t0))
+			t0 = t1
+		}
+	}
+}
+
+// scatter moves nd's packets to the vectors of the nodes their edges lead
+// to, leaving nd's vector empty. Successors come later in topological
+// order, and a packet sits in one vector at a time, so no vector overflows
+// its capacity.
+func (r *Runner) scatter(nd *rnode, idx []uint16, next []Edge) {
+	e0 := next[0]
+	same := true
+	for _, e := range next[1:] {
+		if e != e0 {
+			same = false
+			break
+		}
+	}
+	if same {
+		dst := &r.nodes[nd.table[e0]]
+		if len(dst.vec) == 0 {
+			// Fast path: hand over the whole vector, take the empty one.
+			dst.vec, nd.vec = idx, dst.vec
+			return
+		}
+		dst.vec = append(dst.vec, idx...)
+		nd.vec = idx[:0]
+		return
+	}
+	for k, e := range next {
+		dst := &r.nodes[nd.table[e]]
+		dst.vec = append(dst.vec, idx[k])
+	}
+	nd.vec = idx[:0]
+}
+
+// NodeStats counts what one node of a graph did.
+type NodeStats struct {
+	Name    string
+	Kind    string
+	Calls   uint64 // vectors processed (about one per batch that reached the node)
+	Packets uint64
+	Bytes   uint64 // sum of Desc.Len of the packets, as they arrived at the node
+	Nanos   uint64 // time spent, with RunnerOptions.Timing
+}
+
+// Stats appends the runner's per-node counts to dst, in Graph.Stages order.
+// Call it only while the runner is not processing.
+func (r *Runner) Stats(dst []NodeStats) []NodeStats {
+	for i := range r.nodes {
+		n := &r.nodes[i]
+		dst = append(dst, NodeStats{
+			Name: r.g.nodes[i].name, Kind: r.g.nodes[i].kind,
+			Calls: n.calls, Packets: n.packets, Bytes: n.bytes, Nanos: n.nanos,
+		})
+	}
+	return dst
+}
+
+// StageCounter is a stage-specific counter (from a stage instance that
+// implements Reporter), tagged with the stage's name.
+type StageCounter struct {
+	Stage string
+	Counter
+}
+
+// Counters appends the stage-specific counters of every stage instance that
+// implements Reporter, in node order. Call it only while the runner is not
+// processing.
+func (r *Runner) Counters(dst []StageCounter) []StageCounter {
+	for i := range r.nodes {
+		rep, ok := r.nodes[i].stage.(Reporter)
+		if !ok {
+			continue
+		}
+		r.scratch = rep.Report(r.scratch[:0])
+		for _, c := range r.scratch {
+			dst = append(dst, StageCounter{Stage: r.g.nodes[i].name, Counter: c})
+		}
+	}
+	return dst
+}
+
+// SumStats adds src's counts into dst, matching nodes by name (runners of
+// the same graph report the same nodes in the same order, which is the fast
+// case), appending nodes dst lacks. It returns the updated dst.
+func SumStats(dst, src []NodeStats) []NodeStats {
+	for i, s := range src {
+		j := i
+		if j >= len(dst) || dst[j].Name != s.Name {
+			j = -1
+			for k := range dst {
+				if dst[k].Name == s.Name {
+					j = k
+					break
+				}
+			}
+		}
+		if j < 0 {
+			dst = append(dst, s)
+			continue
+		}
+		d := &dst[j]
+		d.Calls += s.Calls
+		d.Packets += s.Packets
+		d.Bytes += s.Bytes
+		d.Nanos += s.Nanos
+	}
+	return dst
+}
+
+// SumCounters adds src's counters into dst, matching by stage and key and
+// keeping first-seen order. It returns the updated dst.
+func SumCounters(dst, src []StageCounter) []StageCounter {
+	for _, s := range src {
+		found := false
+		for k := range dst {
+			if dst[k].Stage == s.Stage && dst[k].Key == s.Key {
+				dst[k].Packets += s.Packets
+				dst[k].Bytes += s.Bytes
+				found = true
+				break
+			}
+		}
+		if !found {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}

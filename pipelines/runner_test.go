@@ -1,0 +1,275 @@
+package pipelines
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+const runnerConfig = `name: runner
+settings: {batch_size: 64}
+stages:
+  - {name: mark, type: t_mark}
+  - {name: par, type: t_parity, odd: split}
+  - {name: even, type: tx, port: even0}
+  - {name: split, type: t_mod, to: [odd1, "drop:odd3", bye]}
+  - {name: odd1, type: tx, port: odd0}
+  - {name: bye, type: pass}
+`
+
+// wantRoute is where runnerConfig sends packet seq.
+func wantRoute(g *Graph, seq uint64) (rings.Verdict, uint16) {
+	if seq%2 == 0 {
+		return rings.VerdictTX, uint16(indexOf(g.ports, "even0"))
+	}
+	switch seq % 3 {
+	case 0:
+		return rings.VerdictTX, uint16(indexOf(g.ports, "odd0"))
+	case 1:
+		return rings.VerdictDrop, uint16(indexOf(g.reasons, "odd3"))
+	}
+	return rings.VerdictPass, 0
+}
+
+func TestRunnerRoutes(t *testing.T) {
+	g := tkLoad(t, runnerConfig)
+	for _, n := range []int{0, 1, 2, 63, 64, 65, 200, 1024} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := g.NewRunner(RunnerOptions{})
+			b := tkBatch(t, rings.MaxBatch, n)
+			r.Process(b)
+			for i := 0; i < n; i++ {
+				m := b.Meta[i]
+				v, tg := wantRoute(g, m.Seq)
+				if m.Verdict != v || m.Target != tg {
+					t.Fatalf("packet %d: verdict %d target %d, want %d %d", i, m.Verdict, m.Target, v, tg)
+				}
+				if m.Hash != 1 {
+					t.Fatalf("packet %d went through mark %d times", i, m.Hash)
+				}
+			}
+			// Every node's packets: the ones routed to it.
+			st := r.Stats(nil)
+			counts := map[string]uint64{}
+			for i := 0; i < n; i++ {
+				counts["mark"]++
+				counts["par"]++
+				if i%2 == 0 {
+					counts["even"]++
+					continue
+				}
+				counts["split"]++
+				counts[[]string{"odd1", "drop:odd3", "bye"}[i%3]]++
+			}
+			for _, s := range st {
+				if s.Packets != counts[s.Name] {
+					t.Errorf("%s: %d packets, want %d", s.Name, s.Packets, counts[s.Name])
+				}
+			}
+		})
+	}
+}
+
+func TestRunnerStatsAndCounters(t *testing.T) {
+	g := tkLoad(t, runnerConfig)
+	r := g.NewRunner(RunnerOptions{Timing: true})
+	b := tkBatch(t, 64, 64)
+	var wantBytes uint64
+	for i := range b.Descs {
+		wantBytes += uint64(b.Descs[i].Len)
+	}
+	for range 3 {
+		fillBatch3(b)
+		r.Process(b)
+	}
+	st := r.Stats(nil)
+	if len(st) != len(g.Stages()) {
+		t.Fatalf("%d stats for %d nodes", len(st), len(g.Stages()))
+	}
+	for i, s := range st {
+		if s.Name != g.Stages()[i].Name || s.Kind != g.Stages()[i].Kind {
+			t.Errorf("stats[%d] = %s/%s, want %s/%s", i, s.Name, s.Kind, g.Stages()[i].Name, g.Stages()[i].Kind)
+		}
+	}
+	mark := st[0]
+	if mark.Calls != 3 || mark.Packets != 3*64 || mark.Bytes != 3*wantBytes || mark.Nanos == 0 {
+		t.Errorf("mark stats = %+v", mark)
+	}
+	if bad := st[len(st)-1]; bad.Name != "drop:"+BadEdgeReason || bad.Packets != 0 || bad.Calls != 0 {
+		t.Errorf("bad-edge stats = %+v", bad)
+	}
+	got := r.Counters(nil)
+	want := []StageCounter{{Stage: "mark", Counter: Counter{Key: "marked", Packets: 3 * 64, Bytes: 3 * wantBytes}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Counters = %+v, want %+v", got, want)
+	}
+
+	// Two runners' sums.
+	r2 := g.NewRunner(RunnerOptions{})
+	fillBatch3(b)
+	r2.Process(b)
+	sum := SumStats(SumStats(nil, st), r2.Stats(nil))
+	if sum[0].Packets != 4*64 || sum[0].Calls != 4 || len(sum) != len(st) {
+		t.Errorf("SumStats mark = %+v (len %d)", sum[0], len(sum))
+	}
+	sc := SumCounters(SumCounters(nil, got), r2.Counters(nil))
+	if len(sc) != 1 || sc[0].Packets != 4*64 {
+		t.Errorf("SumCounters = %+v", sc)
+	}
+	// Merging by name when the order differs.
+	other := []NodeStats{{Name: "new", Packets: 1}, {Name: "mark", Packets: 1}}
+	sum = SumStats(sum, other)
+	if sum[0].Packets != 4*64+1 || sum[len(sum)-1].Name != "new" {
+		t.Errorf("SumStats by name: %+v", sum)
+	}
+}
+
+func fillBatch3(b *rings.Batch) { tkFill(b, b.Cap()) }
+
+func TestRunnerBadEdge(t *testing.T) {
+	g := tkLoad(t, `name: p
+stages:
+  - {name: bad, type: t_bad}
+  - {name: out, type: tx, port: p0}
+`)
+	r := g.NewRunner(RunnerOptions{})
+	for _, n := range []int{1, 3, 64} { // 1: all bad (fast path); 3, 64: mixed
+		b := tkBatch(t, 64, n)
+		r.Process(b)
+		bad := uint16(indexOf(g.Reasons(), BadEdgeReason))
+		for i := 0; i < n; i++ {
+			m := b.Meta[i]
+			if i%3 == 0 {
+				if m.Verdict != rings.VerdictDrop || m.Target != bad {
+					t.Errorf("n=%d packet %d: verdict %d/%d, want bad-edge drop", n, i, m.Verdict, m.Target)
+				}
+			} else if m.Verdict != rings.VerdictTX || m.Target != 0 {
+				t.Errorf("n=%d packet %d: verdict %d/%d, want tx", n, i, m.Verdict, m.Target)
+			}
+		}
+	}
+	st := r.Stats(nil)
+	if last := st[len(st)-1]; last.Packets != 1+1+22 {
+		t.Errorf("bad-edge node counted %d packets, want 24", last.Packets)
+	}
+}
+
+// TestRunnerFastPathAppends: when a node's packets all take one edge but the
+// successor already holds packets from another node, they are appended.
+func TestRunnerFastPathAppends(t *testing.T) {
+	g := tkLoad(t, `name: p
+stages:
+  - {name: par, type: t_parity, odd: m2}
+  - {name: m1, type: t_mark, next: join}
+  - {name: m2, type: t_mark, next: join}
+  - {name: join, type: t_mark}
+  - {name: out, type: tx, port: p0}
+`)
+	r := g.NewRunner(RunnerOptions{})
+	b := tkBatch(t, 64, 10)
+	r.Process(b)
+	for i := 0; i < 10; i++ {
+		if m := b.Meta[i]; m.Hash != 2 || m.Verdict != rings.VerdictTX {
+			t.Errorf("packet %d: hash %d verdict %d", i, m.Hash, m.Verdict)
+		}
+	}
+	for _, s := range r.Stats(nil) {
+		if s.Name == "join" && (s.Packets != 10 || s.Calls != 1) {
+			t.Errorf("join: %+v", s)
+		}
+	}
+}
+
+func TestRunnerSampler(t *testing.T) {
+	g := tkLoad(t, "name: p\nstages:\n"+tkSamplerChain(3))
+	if got := len(g.Samplers()); got != 3 {
+		t.Fatalf("%d samplers", got)
+	}
+	for i, s := range g.Samplers() {
+		if s.Stage != fmt.Sprintf("s%d", i) || s.N != uint64(i+1) || s.Mode != "every" {
+			t.Errorf("sampler %d = %+v", i, s)
+		}
+	}
+	r := g.NewRunner(RunnerOptions{})
+	b := tkBatch(t, 64, 5)
+	r.Process(b)
+	if b.Meta[4].SampleMask != 0b111 || b.Meta[4].Verdict != rings.VerdictPass {
+		t.Errorf("meta = %+v", b.Meta[4])
+	}
+}
+
+// TestRunnerTerminalEntry: a graph that is one terminal still gives every
+// packet a verdict.
+func TestRunnerTerminalEntry(t *testing.T) {
+	g := tkLoad(t, "name: p\nstages: [{name: d, type: drop, reason: all}]\n")
+	r := g.NewRunner(RunnerOptions{})
+	b := tkBatch(t, 64, 64)
+	r.Process(b)
+	for i := range b.Meta {
+		if b.Meta[i].Verdict != rings.VerdictDrop || b.Meta[i].Target != 0 {
+			t.Fatalf("packet %d: %+v", i, b.Meta[i])
+		}
+	}
+}
+
+func TestRunnerZeroAllocs(t *testing.T) {
+	g := tkLoad(t, runnerConfig)
+	for _, timing := range []bool{false, true} {
+		r := g.NewRunner(RunnerOptions{Timing: timing})
+		b := tkBatch(t, 256, 256) // more than the batch size: sliced
+		allocs := testing.AllocsPerRun(200, func() {
+			fillBatch3(b)
+			r.Process(b)
+		})
+		if allocs != 0 {
+			t.Errorf("timing=%v: %.1f allocations per batch, want 0", timing, allocs)
+		}
+	}
+}
+
+// BenchmarkRunner measures the executor's own cost per packet: test stages
+// that do almost nothing, so the time is the graph's gather/scatter,
+// counting and verdict writing.
+func BenchmarkRunner(b *testing.B) {
+	cases := []struct{ name, src string }{
+		{"chain4", `name: p
+stages:
+  - {name: a, type: t_mark}
+  - {name: b, type: t_mark}
+  - {name: c, type: t_mark}
+  - {name: d, type: t_mark}
+  - {name: out, type: tx, port: p0}
+`},
+		{"branchy", runnerConfig},
+	}
+	for _, c := range cases {
+		for _, timing := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/timing=%v", c.name, timing), func(b *testing.B) {
+				g := tkLoad(b, c.src)
+				r := g.NewRunner(RunnerOptions{Timing: timing})
+				batch := tkBatch(b, 64, 64)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					r.Process(batch)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*64), "ns/pkt")
+			})
+		}
+	}
+}
+
+func TestRunnerNodesCount(t *testing.T) {
+	g := tkLoad(t, runnerConfig)
+	var names []string
+	for _, s := range g.Stages() {
+		names = append(names, s.Name)
+	}
+	want := "mark par even split odd1 bye drop:odd3 drop:" + BadEdgeReason
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("nodes = %s, want %s", got, want)
+	}
+}
