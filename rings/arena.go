@@ -110,25 +110,36 @@ func (a *Arena) Bytes(d Desc) []byte {
 	return a.mem[d.Addr : d.Addr+uint64(d.Len)]
 }
 
-// AllocN fills dst with newly allocated packet addresses, as Alloc does,
-// and returns how many it allocated: len(dst) unless the arena ran out.
+// AllocN fills dst with newly allocated packet addresses, as Alloc does
+// for each, and returns how many it allocated: len(dst) unless the arena
+// ran out.
 func (a *Arena) AllocN(dst []uint64) int {
 	n := min(len(dst), len(a.free))
-	top := len(a.free) - 1
+	rest := len(a.free) - n
+	taken := a.free[rest:] // the top n entries; the stack's top is its end
 	h := uint64(a.headroom)
-	for i := range n {
-		dst[i] = a.free[top-i] + h
+	for i, base := range taken {
+		dst[n-1-i] = base + h
 	}
-	a.free = a.free[:len(a.free)-n]
+	a.free = a.free[:rest]
 	return n
 }
 
 // FreeN returns the frames holding addrs to the free stack, as Free does
-// for each. Freeing the last address first makes a later AllocN hand them
+// for each. The last address goes on first, so a later AllocN hands them
 // out in the same order.
 func (a *Arena) FreeN(addrs []uint64) {
 	mask := ^uint64(a.frameSize - 1)
-	for i := len(addrs) - 1; i >= 0; i-- {
-		a.free = append(a.free, addrs[i]&mask)
+	top := len(a.free)
+	if top+len(addrs) > cap(a.free) { // only after double frees; Free would grow the stack too
+		for i := len(addrs) - 1; i >= 0; i-- {
+			a.free = append(a.free, addrs[i]&mask)
+		}
+		return
+	}
+	a.free = a.free[:top+len(addrs)]
+	dst := a.free[top:]
+	for i, addr := range addrs {
+		dst[len(dst)-1-i] = addr & mask
 	}
 }

@@ -116,6 +116,14 @@ func TestArenaAllocNFreeN(t *testing.T) {
 	if n := a.AllocN(again); n != 3 || [3]uint64(again) != [3]uint64(dst) {
 		t.Fatalf("AllocN after FreeN = %#x, want the same order %#x", again, dst)
 	}
+	// A double free past the stack's capacity grows it like Free would,
+	// rather than panicking (the Tracker is what reports it).
+	a.FreeN(again)
+	a.FreeN(rest[:2])
+	a.FreeN([]uint64{64, 2048 + 64})
+	if a.FreeFrames() != 7 {
+		t.Fatalf("%d free frames after a double FreeN, want 7 (5 + 2 duplicates)", a.FreeFrames())
+	}
 }
 
 func TestArenaViews(t *testing.T) {
