@@ -25,7 +25,8 @@
 //
 // MPMC is a bounded ring for many producers and consumers (a worker pool's
 // shared input, a free-frame return path) after Vyukov: per-slot sequence
-// numbers, and one compare-and-swap claims a whole batch.
+// numbers, and one compare-and-swap claims a whole batch. It costs an
+// atomic store per descriptor on each side, so one-to-one links use SPSC.
 //
 // # Hazards
 //
