@@ -54,15 +54,15 @@ func ClassByName(name string) (Class, bool) {
 type Flags uint16
 
 const (
-	FlagIPv4     Flags = 1 << iota // outer L3 is IPv4 (L3Off valid)
-	FlagIPv6                       // outer L3 is IPv6 (L3Off valid)
-	FlagL4                         // L4Off valid and ports (if any) filled in
-	FlagFragment                   // outer IP packet is a fragment (any offset or MF)
-	FlagFirstFrag                  // fragment with offset 0 (L4 header may be present)
-	FlagIPOptions                  // IPv4 options present or IPv6 extension headers walked
-	FlagTunnel                     // a tunnel (VXLAN, GENEVE, GRE) was recognised; Inner* valid
-	FlagInnerL4                    // InnerL4Off valid
-	FlagARP                        // L3 is ARP
+	FlagIPv4      Flags = 1 << iota // outer L3 is IPv4 (L3Off valid)
+	FlagIPv6                        // outer L3 is IPv6 (L3Off valid)
+	FlagL4                          // L4Off valid and ports (if any) filled in
+	FlagFragment                    // outer IP packet is a fragment (any offset or MF)
+	FlagFirstFrag                   // fragment with offset 0 (L4 header may be present)
+	FlagIPOptions                   // IPv4 options present or IPv6 extension headers walked
+	FlagTunnel                      // a tunnel (VXLAN, GENEVE, GRE) was recognised; Inner* valid
+	FlagInnerL4                     // InnerL4Off valid
+	FlagARP                         // L3 is ARP
 )
 
 // Tunnel names the encapsulation recognised by the parse stage.
