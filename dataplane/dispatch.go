@@ -11,7 +11,7 @@ import (
 func (e *Engine) complete(b *rings.Batch) {
 	c := &e.counts
 	c.batches++
-	nReasons := len(e.graph.Reasons())
+	nReasons := e.nReasons
 	for i := range e.txList {
 		e.txList[i] = e.txList[i][:0]
 	}

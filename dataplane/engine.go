@@ -63,6 +63,9 @@ type Engine struct {
 	opts    Options
 	workers int
 	batch   int
+	// nReasons is len(graph.Reasons()): engine drop reasons are numbered
+	// after the graph's own.
+	nReasons int
 
 	runners []*pipelines.Runner
 	pool    *workers.Pool
@@ -150,7 +153,8 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
-	nReasons := len(g.Reasons()) + 3
+	e.nReasons = len(g.Reasons())
+	nReasons := e.nReasons + 3
 	e.counts.txPackets = make([]uint64, len(e.out))
 	e.counts.txBytes = make([]uint64, len(e.out))
 	e.counts.dropPackets = make([]uint64, nReasons)

@@ -1,0 +1,57 @@
+package dataplane
+
+import (
+	"testing"
+
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+)
+
+// benchReplay replays the 64-byte bench capture, preloaded, through config
+// inline (no workers) to null ports, b.N passes, and reports per-packet cost.
+func benchReplay(b *testing.B, g *pipelines.Graph, workers int) {
+	cfg := ReplayConfig{Capture: "../testdata/captures/bench-64.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+	cfg.Arena = rings.ArenaOptions{Frames: 8192, FrameSize: 2048, Headroom: 256}
+	cfg.Engine.Workers = workers
+	cfg.Engine.Timing = false
+	cfg.Replay.Preload = true
+	cfg.Replay.Loops = b.N
+	b.ReportAllocs()
+	b.ResetTimer()
+	rep, err := Replay(cfg)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !rep.Balanced {
+		b.Fatal(rep.AccountingLine())
+	}
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(rep.Received)
+	b.ReportMetric(ns, "ns/pkt")
+	b.ReportMetric(1e3/ns, "Mpps")
+	b.ReportMetric(float64(rep.Received)/float64(b.N), "pkts/op")
+}
+
+func mustLoad(b *testing.B, src string) *pipelines.Graph {
+	g, err := pipelines.Load("bench.yaml", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// BenchmarkReplay measures whole pipelines over one pass (4096 packets) of
+// the bench capture per op. Compare the rows with each other: parse-only is
+// the engine's floor, the default shape adds a filter, rewrite and count.
+func BenchmarkReplay(b *testing.B) {
+	parse := "name: p\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: null}\n"
+	macswap := "name: m\nstages:\n  - {name: parse, type: parse}\n  - {name: swap, type: rewrite, swap_macs: true}\n  - {name: out, type: tx, port: null}\n"
+	def := "name: d\nstages:\n  - {name: parse, type: parse}\n" +
+		"  - {name: acl, type: filter, rules: [{class: malformed, action: \"drop:malformed\"}, {proto: tcp, dst_port: 23, action: \"drop:telnet\"}]}\n" +
+		"  - {name: nat, type: rewrite, snat: {addr: 198.51.100.1, port: 4000}}\n" +
+		"  - {name: flows, type: count, by: [protocol, vlan]}\n  - {name: out, type: tx, port: null}\n"
+	b.Run("parse/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, parse), 0) })
+	b.Run("macswap/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, macswap), 0) })
+	b.Run("default-shape/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 0) })
+	b.Run("default-shape/1worker", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 1) })
+}
