@@ -19,7 +19,8 @@ type ReplayOptions struct {
 	PortIndex uint16
 	// Loops is how many passes over the capture to make: 0 or 1 for one,
 	// N > 1 for N, -1 forever. Without Preload, passes after the first
-	// re-read the capture, which needs a seekable source (a file).
+	// re-read the capture, which needs a seekable source (a file); each
+	// rewind opens a new reader (a few allocations per pass, none per packet).
 	Loops int
 	// Preload reads the whole capture into arena frames at open and replays
 	// from there, reading nothing more (testpmd infinite_rx, tcpreplay

@@ -23,9 +23,10 @@ const maxRecordLen = 262144
 // readBudget bounds the bytes one record read may pull from the stream:
 // the record, block framing, any non-packet pcapng blocks skipped on the way,
 // and read-ahead buffering. pcapgo sizes buffers by bytes actually read, not
-// by header claims, but a damaged multi-gigabyte file could still make it read
-// gigabytes into one record; the budget stops that at a few MiB.
-const readBudget = 4 << 20
+// by header claims, but a bogus length in a large file could still make it
+// read gigabytes into one record; the budget stops that at 2 MiB (about
+// 8 MiB allocated as pcapgo's buffer grows).
+const readBudget = 2 << 20
 
 // errReadBudget is what the budget reader returns once it is spent.
 var errReadBudget = errors.New("read budget exceeded")
@@ -106,8 +107,12 @@ func newRecordReader(name string, src io.Reader) (*recordReader, error) {
 		if err != nil {
 			return nil, r.corruptHeader(headerErr(err))
 		}
-		// Reject over-long records from their header, before reading them.
-		pr.SetSnaplen(maxRecordLen)
+		// Reject over-long records from their header, before reading them
+		// (pcapgo accepts up to max(snaplen, 262144)). A smaller snaplen is
+		// kept: pcapgo sizes its reused record buffer from it.
+		if pr.Snaplen() > maxRecordLen {
+			pr.SetSnaplen(maxRecordLen)
+		}
 		r.pcap = pr
 		lt := uint32(pr.LinkType())
 		if r.kind = linkKindOf(lt); r.kind == kindUnsupported {
@@ -164,7 +169,7 @@ func (r *recordReader) next() (rec record, err error) {
 	if err != nil {
 		switch {
 		case r.budget.tripped:
-			return rec, r.corruptRecord(fmt.Errorf("record longer than %d bytes", maxRecordLen))
+			return rec, r.corruptRecord(fmt.Errorf("read %d MiB without finding the end of the record (bogus length field)", readBudget>>20))
 		case capLen > maxRecordLen || capLen < 0:
 			return rec, r.corruptRecord(fmt.Errorf("record claims %d bytes, more than the %d-byte maximum", uint32(capLen), maxRecordLen))
 		case err == io.EOF && capLen == 0:
