@@ -44,12 +44,12 @@ func mustLoad(b *testing.B, src string) *pipelines.Graph {
 // the bench capture per op. Compare the rows with each other: parse-only is
 // the engine's floor, the default shape adds a filter, rewrite and count.
 func BenchmarkReplay(b *testing.B) {
-	parse := "name: p\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: null}\n"
-	macswap := "name: m\nstages:\n  - {name: parse, type: parse}\n  - {name: swap, type: rewrite, swap_macs: true}\n  - {name: out, type: tx, port: null}\n"
+	parse := "name: p\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: sink}\n"
+	macswap := "name: m\nstages:\n  - {name: parse, type: parse}\n  - {name: swap, type: rewrite, swap_macs: true}\n  - {name: out, type: tx, port: sink}\n"
 	def := "name: d\nstages:\n  - {name: parse, type: parse}\n" +
 		"  - {name: acl, type: filter, rules: [{class: malformed, action: \"drop:malformed\"}, {proto: tcp, dst_port: 23, action: \"drop:telnet\"}]}\n" +
 		"  - {name: nat, type: rewrite, snat: {addr: 198.51.100.1, port: 4000}}\n" +
-		"  - {name: flows, type: count, by: [protocol, vlan]}\n  - {name: out, type: tx, port: null}\n"
+		"  - {name: flows, type: count, by: [protocol, vlan]}\n  - {name: out, type: tx, port: sink}\n"
 	b.Run("parse/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, parse), 0) })
 	b.Run("macswap/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, macswap), 0) })
 	b.Run("default-shape/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 0) })

@@ -9,55 +9,76 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
+// chartLabels are the short names rows carry on the chart's axis.
+var chartLabels = map[string]string{
+	RowGopacket:       "gopacket decode (baseline)",
+	RowGopacketReader: "gopacket read+decode (baseline)",
+	RowTestpmd:        "dpdk-testpmd macswap (baseline)",
+	RowParse:          "warpflow parse",
+	RowMacswap:        "warpflow parse+macswap",
+	RowDefault1k:      "warpflow default, 1000 rules",
+}
+
 // Chart draws the run's rows as horizontal bars of Mpps, baselines in grey
-// and Warpflow in blue, and saves it to path (.svg or .png by extension).
+// and Warpflow in blue, each labelled with its rate, and saves it to path
+// (.svg or .png by extension).
 func Chart(res Result, path string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Mpps, one pinned core, %s (higher is better)", shortName(res.Capture))
-	p.X.Label.Text = "million packets per second"
-	p.X.Min = 0
+	p.Title.Text = fmt.Sprintf("Mpps on one pinned core, %s, higher is better", shortName(res.Capture))
+	p.X.Label.Text = "Mpps (grey: baselines measured in the same run)"
 
 	var names []string
 	var ours, base plotter.Values
+	var labels plotter.XYLabels
+	maxMpps := 0.0
 	for _, r := range res.Rows {
 		if r.Err != "" {
 			continue
 		}
-		names = append(names, r.Name)
-		if r.Baseline {
-			base = append(base, r.Mpps)
-			ours = append(ours, 0)
-		} else {
-			ours = append(ours, r.Mpps)
-			base = append(base, 0)
+		y := float64(len(names))
+		name := chartLabels[r.Name]
+		if name == "" {
+			name = r.Name
 		}
+		names = append(names, name)
+		if r.Baseline {
+			base, ours = append(base, r.Mpps), append(ours, 0)
+		} else {
+			ours, base = append(ours, r.Mpps), append(base, 0)
+		}
+		labels.XYs = append(labels.XYs, plotter.XY{X: r.Mpps, Y: y})
+		labels.Labels = append(labels.Labels, fmt.Sprintf(" %.1f", r.Mpps))
+		maxMpps = max(maxMpps, r.Mpps)
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("chart: no measured rows")
 	}
-	w := vg.Points(14)
-	bb, err := plotter.NewBarChart(base, w)
+	p.X.Min, p.X.Max = 0, maxMpps*1.15
+	w := vg.Points(16)
+	for _, bars := range []struct {
+		v plotter.Values
+		c color.Color
+	}{{base, color.RGBA{R: 150, G: 150, B: 150, A: 255}}, {ours, color.RGBA{R: 40, G: 110, B: 200, A: 255}}} {
+		b, err := plotter.NewBarChart(bars.v, w)
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		b.Horizontal = true
+		b.Color = bars.c
+		b.LineStyle.Width = 0
+		p.Add(b)
+	}
+	l, err := plotter.NewLabels(labels)
 	if err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
-	bb.Horizontal = true
-	bb.Color = color.RGBA{R: 150, G: 150, B: 150, A: 255}
-	bb.LineStyle.Width = 0
-	bo, err := plotter.NewBarChart(ours, w)
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
+	for i := range l.TextStyle {
+		l.TextStyle[i].YAlign = -0.5
 	}
-	bo.Horizontal = true
-	bo.Color = color.RGBA{R: 40, G: 110, B: 200, A: 255}
-	bo.LineStyle.Width = 0
-	p.Add(bb, bo)
+	p.Add(l)
 	p.NominalY(names...)
-	p.Legend.Add("baseline (same run)", bb)
-	p.Legend.Add("warpflow", bo)
-	p.Legend.Top = true
-	p.Y.Tick.Label.Font.Size = vg.Points(9)
-	height := vg.Length(len(names))*vg.Points(28) + vg.Points(90)
-	if err := p.Save(9*vg.Inch, height, path); err != nil {
+	height := vg.Length(len(names))*vg.Points(30) + vg.Points(80)
+	if err := p.Save(8*vg.Inch, height, path); err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
 	return nil

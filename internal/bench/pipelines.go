@@ -6,13 +6,13 @@ import (
 )
 
 // Pipelines measured by the bench, as config text. All of them end in a tx
-// stage on port "null", which the bench binds to a null port.
+// stage on port "sink", which the bench binds to a null port.
 
 const parseOnlyPipeline = `
 name: bench-parse
 stages:
   - {name: parse, type: parse}
-  - {name: out, type: tx, port: null}
+  - {name: out, type: tx, port: sink}
 `
 
 const macswapPipeline = `
@@ -20,7 +20,7 @@ name: bench-macswap
 stages:
   - {name: parse, type: parse}
   - {name: swap, type: rewrite, swap_macs: true}
-  - {name: out, type: tx, port: null}
+  - {name: out, type: tx, port: sink}
 `
 
 // defaultPipeline1k is the default pipeline's shape (parse, filter, rewrite,
@@ -60,7 +60,7 @@ stages:
 	// packet after 64 passes.
 	sb.WriteString(`  - {name: nat, type: rewrite, swap_macs: true, snat: {addr: 198.51.100.1, port: 4000}}
   - {name: flows, type: count, by: [protocol]}
-  - {name: out, type: tx, port: null}
+  - {name: out, type: tx, port: sink}
 `)
 	return sb.String()
 }

@@ -127,10 +127,11 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	if o.Testpmd {
 		fmt.Fprintf(log, "measuring %s ...\n", RowTestpmd)
 		row := Row{Name: RowTestpmd, Baseline: true}
-		tr, err := baseline.Testpmd(ctx, baseline.TestpmdOptions{
-			Capture: o.Capture, Duration: time.Duration(o.TestpmdSeconds) * time.Second,
-			MainCPU: o.TestpmdCPUs[0], ForwardCPU: o.TestpmdCPUs[1],
-		})
+		to := baseline.DefaultTestpmdOptions()
+		to.Capture = o.Capture
+		to.Duration = time.Duration(o.TestpmdSeconds) * time.Second
+		to.MainCore, to.ForwardCore = o.TestpmdCPUs[0], o.TestpmdCPUs[1]
+		tr, err := baseline.Testpmd(ctx, to)
 		if err != nil {
 			row.Err = err.Error()
 		} else {
