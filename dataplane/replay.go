@@ -18,7 +18,7 @@ type ReplayConfig struct {
 	// its bytes (an embedded sample).
 	Capture     string
 	CaptureData []byte
-	Graph   *pipelines.Graph
+	Graph       *pipelines.Graph
 	// OutDir, when set, receives one capture per tx port (PORT.pcap), the
 	// passed packets (pass.pcap, when the pipeline can pass), the samples
 	// (their configured file names) and counters.json. When empty every

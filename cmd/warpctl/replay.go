@@ -192,4 +192,3 @@ func captureStem(name string) string {
 	base := filepath.Base(strings.TrimPrefix(name, "embedded:"))
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
-
