@@ -13,7 +13,7 @@ import (
 // and cutting the key space into decision trees. See filter_classify.go.
 
 const (
-	leafSize     = 6  // stop splitting at this many rules
+	leafSize     = 3  // stop splitting at this many rules
 	maxTreeDepth = 48 // and at this depth
 	smallGroup   = 32 // groups smaller than this share one tree
 )
@@ -249,28 +249,29 @@ func groupKey(p *projRule) int {
 
 // buildClassifier compiles rules into a classifier.
 func buildClassifier(rules []filterRule) *filterClassifier {
-	c := &filterClassifier{n: int32(len(rules)), rules: make([]cRule, len(rules))}
+	c := &filterClassifier{n: int32(len(rules))}
 	proj := make([]projRule, len(rules))
+	checks := make([][]cCheck, len(rules))
+	exact := make([]int32, len(rules))
 	groups := map[int][]int32{}
 	for i := range rules {
 		p := projectRule(&rules[i])
 		proj[i] = p
-		cr := &c.rules[i]
-		cr.exact = -1
-		for d, s := range p.dims {
-			if s == nil || len(s) == 0 {
+		for _, d := range checkOrder {
+			s := p.dims[d]
+			if len(s) == 0 {
 				continue
 			}
-			cr.mask |= 1 << d
-			cr.lo[d], cr.hi[d] = s[0].lo, s[len(s)-1].hi
+			ch := cCheck{lo: s[0].lo, hi: s[len(s)-1].hi, dim: uint8(d), setN: 1}
 			if len(s) > 1 {
-				cr.multi |= 1 << d
-				cr.sets[d] = span{uint32(len(c.pool)), uint32(len(s))}
+				ch.setOff, ch.setN = uint32(len(c.pool)), uint32(len(s))
 				c.pool = append(c.pool, s...)
 			}
+			checks[i] = append(checks[i], ch)
 		}
+		exact[i] = -1
 		if p.ex != nil {
-			cr.exact = int32(len(c.exact))
+			exact[i] = int32(len(c.exact))
 			c.exact = append(c.exact, *p.ex)
 		}
 		if !p.never {
@@ -292,26 +293,31 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 		slices.Sort(small)
 		sets = append(sets, small)
 	}
-	b := &treeBuilder{proj: proj}
+	b := &treeBuilder{proj: proj, c: c, ruleChecks: checks, ruleExact: exact}
 	for _, g := range sets {
 		b.used, b.budget = 0, treeBudget(len(g))
 		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0]})
 	}
-	c.leaves = b.leaves
 	slices.SortFunc(c.trees, func(a, b cTree) int { return int(a.minRule - b.minRule) })
 	return c
 }
+
+// checkOrder is the order a rule's dimension checks run in: the most
+// selective first, so a mismatch is found early.
+var checkOrder = [nDims]int{dSrcHi, dDstHi, dDport, dSport, dSrcLo, dDstLo, dL3, dVLAN, dTCP, dClass, dFrag}
 
 // treeBudget bounds the leaf entries and nodes a tree of n rules may use: rule
 // sets whose rules overlap in every dimension would otherwise replicate
 // without end. Past it, the remaining nodes become leaves (bigger scans,
 // still exact).
-func treeBudget(n int) int { return 32*n + 1024 }
+func treeBudget(n int) int { return 64*n + 1024 }
 
 // treeBuilder cuts each group's key space into a decision tree.
 type treeBuilder struct {
-	proj   []projRule
-	leaves []int32
+	proj       []projRule
+	c          *filterClassifier // receives leaves and checks
+	ruleChecks [][]cCheck
+	ruleExact  []int32
 	used   int // leaf entries and nodes made so far, against budget
 	budget int
 }
@@ -357,9 +363,13 @@ func (b *treeBuilder) build(rs []int32) []cNode {
 				continue
 			}
 		}
-		nodes[p.idx] = cNode{dim: leafDim, a: int32(len(b.leaves)), b: int32(len(b.leaves) + len(live))}
-		b.leaves = append(b.leaves, live...)
-		b.used += len(live)
+		c := b.c
+		nodes[p.idx] = cNode{dim: leafDim, a: int32(len(c.leaves)), b: int32(len(c.leaves) + len(live))}
+		for _, r := range live {
+			c.leaves = append(c.leaves, leafRule{rule: r, off: uint32(len(c.checks)), n: uint8(len(b.ruleChecks[r])), exact: b.ruleExact[r]})
+			c.checks = append(c.checks, b.ruleChecks[r]...)
+			b.used += 1 + len(b.ruleChecks[r])
+		}
 	}
 	return nodes
 }

@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"encoding/binary"
-	"math/bits"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -151,19 +150,24 @@ type ival struct{ lo, hi uint64 }
 // ival128 is an inclusive interval of 128-bit addresses.
 type ival128 struct{ loHi, loLo, hiHi, hiLo uint64 }
 
-// span locates one rule's interval list in filterClassifier.pool.
-type span struct{ off, n uint32 }
+// cCheck is one dimension test of a compiled rule: key[dim] must lie in
+// [lo, hi] and, when the set has gaps (setN > 1), in one of the intervals
+// pool[setOff:setOff+setN].
+type cCheck struct {
+	lo, hi uint64
+	setOff uint32
+	setN   uint32
+	dim    uint8
+}
 
-// cRule is one compiled rule: for each constrained dimension, the bounds
-// of its interval set (exact when the set is one interval) and, when the
-// set has gaps, its full list.
-type cRule struct {
-	mask  uint16 // dimensions the rule constrains
-	multi uint16 // constrained dimensions whose set is more than one interval
-	exact int32  // index in filterClassifier.exact, or -1
-	lo    [nDims]uint64
-	hi    [nDims]uint64
-	sets  [nDims]span
+// leafRule is one rule in a leaf: its index and where its checks are. Each
+// leaf's rules and their checks are laid out contiguously (copied per leaf)
+// so a leaf scan reads one run of memory.
+type leafRule struct {
+	rule  int32
+	off   uint32 // checks[off:off+n]
+	n     uint8
+	exact int32 // index in filterClassifier.exact, or -1
 }
 
 // filterExact is the per-family address check of a rule whose address list
@@ -193,11 +197,11 @@ type cTree struct {
 // filterClassifier finds the first rule a packet matches. It is immutable
 // after buildClassifier and safe for concurrent use.
 type filterClassifier struct {
-	rules  []cRule
+	leaves []leafRule
+	checks []cCheck
 	pool   []ival
 	exact  []filterExact
 	trees  []cTree
-	leaves []int32
 	n      int32 // number of rules: lookup's "no match"
 }
 
@@ -220,12 +224,13 @@ func (c *filterClassifier) lookup(m *rings.Meta) int32 {
 				nd = &nodes[nd.b]
 			}
 		}
-		for _, r := range c.leaves[nd.a:nd.b] {
-			if r >= best {
+		for i := nd.a; i < nd.b; i++ {
+			lr := &c.leaves[i]
+			if lr.rule >= best {
 				break
 			}
-			if c.match(&c.rules[r], &k) {
-				best = r
+			if c.match(lr, &k) {
+				best = lr.rule
 				break
 			}
 		}
@@ -233,25 +238,18 @@ func (c *filterClassifier) lookup(m *rings.Meta) int32 {
 	return best
 }
 
-// match reports whether key k satisfies rule r.
-func (c *filterClassifier) match(r *cRule, k *[nDims]uint64) bool {
-	for m := r.mask; m != 0; m &= m - 1 {
-		d := bits.TrailingZeros16(m)
-		if v := k[d]; v < r.lo[d] || v > r.hi[d] {
+// match reports whether key k satisfies leaf rule r.
+func (c *filterClassifier) match(r *leafRule, k *[nDims]uint64) bool {
+	for _, ch := range c.checks[r.off : r.off+uint32(r.n)] {
+		v := k[ch.dim]
+		if v < ch.lo || v > ch.hi {
+			return false
+		}
+		if ch.setN > 1 && !inIvals(c.pool[ch.setOff:ch.setOff+ch.setN], v) {
 			return false
 		}
 	}
-	for m := r.multi; m != 0; m &= m - 1 {
-		d := bits.TrailingZeros16(m)
-		s := r.sets[d]
-		if !inIvals(c.pool[s.off:s.off+s.n], k[d]) {
-			return false
-		}
-	}
-	if r.exact >= 0 {
-		return c.exact[r.exact].match(k)
-	}
-	return true
+	return r.exact < 0 || c.exact[r.exact].match(k)
 }
 
 func (e *filterExact) match(k *[nDims]uint64) bool {
