@@ -318,8 +318,8 @@ type treeBuilder struct {
 	c          *filterClassifier // receives leaves and checks
 	ruleChecks [][]cCheck
 	ruleExact  []int32
-	used   int // leaf entries and nodes made so far, against budget
-	budget int
+	used       int // leaf entries and nodes made so far, against budget
+	budget     int
 }
 
 // pending is a node whose rules and region are known but not yet cut.
