@@ -121,7 +121,7 @@ func (c *compiler) buildStages() {
 			common: []string{"name", "type", "next"},
 		}
 		ctx.next, ctx.hasNxt = c.nextTarget(i, cs, ctx)
-		if !cs.known || st.dupKeys {
+		if !cs.known || st.noBuild {
 			continue
 		}
 		if cs.kind.Terminal {

@@ -146,6 +146,7 @@ stages:
 `,
 			want: `test.yaml:4:5: stage "t1": tx stage needs a port option
 test.yaml:5:32: stage "t2": port: want a name of letters, digits, '_', '-' or '.', at most 64 characters, got a list
+test.yaml:6:36: stage "t3": reason: want a name of letters, digits, '_', '-' or '.', at most 64 characters, got "no way"
 test.yaml:6:46: stage "t3": unknown option "colour" (known: reason)
 test.yaml:7:28: stage "t4": unknown option "port" (none accepted here)`,
 		},
@@ -186,6 +187,14 @@ stages:
 test.yaml:3:24: settings.batch_size: want an integer, got "many"
 test.yaml:5:36: stage "a": edge to undefined stage "nowhere"
 test.yaml:6:12: stage "a": duplicate stage name (first defined at line 5)`,
+		},
+		{
+			name: "alias inside options is not expanded",
+			src: `name: &n p
+stages:
+  - {name: out, type: tx, port: *n}
+`,
+			want: `test.yaml:3:33: yaml aliases are not supported in pipeline configs`,
 		},
 		{
 			name: "too many samplers",

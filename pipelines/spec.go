@@ -62,7 +62,10 @@ type StageSpec struct {
 	Node *yaml.Node
 
 	nameBad, typeBad, nextBad bool // present but not a string: already reported
-	dupKeys                   bool // a key appears twice: reported; options not decoded
+	// noBuild: a duplicate key or an alias in the stage (reported): its
+	// options are not decoded, so one problem is not reported twice and no
+	// alias is expanded.
+	noBuild bool
 }
 
 // Parse reads a YAML pipeline config. It checks the YAML syntax and the
@@ -80,15 +83,15 @@ func Parse(file string, data []byte) (*Spec, error) {
 	s := &Spec{File: file, Settings: DefaultSettings(), parseErrors: errs}
 	p := &parser{file: file, errs: errs}
 	p.rejectAliases(root)
-	if root.Kind == yaml.AliasNode {
-		return s, errs.Err()
-	}
+	s.namePos, s.stagesPos = p.pos(root), p.pos(root)
 	if root.Kind != yaml.MappingNode {
-		p.errorf(root, "", "config must be a mapping with name, settings and stages, got %s", describe(root))
+		if root.Kind != yaml.AliasNode {
+			p.errorf(root, "", "config must be a mapping with name, settings and stages, got %s", describe(root))
+		}
+		s.nameBad, s.stagesBad = true, true // said above: no more about them
 		return s, errs.Err()
 	}
 	s.Root = root
-	s.namePos, s.stagesPos = p.pos(root), p.pos(root)
 	p.checkDuplicates(root, "")
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -217,6 +220,18 @@ func (p *parser) rejectAliases(n *yaml.Node) {
 	}
 }
 
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	for _, c := range n.Content {
+		if hasAlias(c) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkDuplicates reports keys that appear twice in mapping n.
 func (p *parser) checkDuplicates(n *yaml.Node, stage string) bool {
 	dup := false
@@ -304,7 +319,7 @@ func (p *parser) stage(n *yaml.Node) (StageSpec, bool) {
 	if v := mappingValue(n, "name"); v != nil && v.Kind == yaml.ScalarNode {
 		st.Name = v.Value // for the messages below
 	}
-	st.dupKeys = p.checkDuplicates(n, st.Name)
+	st.noBuild = p.checkDuplicates(n, st.Name) || hasAlias(n)
 	if v := mappingValue(n, "name"); v != nil {
 		st.NamePos = p.pos(v)
 		st.Name, st.nameBad = p.str(v, "name", "")

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseSpec(t *testing.T) {
@@ -125,5 +127,32 @@ c.yaml:5:12: stage "a": duplicate stage name (first defined at line 4)`
 	}
 	if strings.Count(err.Error(), "workers") != 1 {
 		t.Error("parse error repeated")
+	}
+}
+
+// TestDecodeNodePointerFields: DecodeNode hands *yaml.Node fields the
+// option's node (yaml.v3 alone refuses them) and decodes the rest.
+func TestDecodeNodePointerFields(t *testing.T) {
+	s, err := Parse("d.yaml", []byte("name: p\nstages:\n  - {name: a, type: x, to: [b, c], n: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &BuildContext{Name: "a", File: "d.yaml", Node: s.Stages[0].Node, errs: &ErrorList{}, common: []string{"name", "type", "next"}}
+	var o struct {
+		To      *yaml.Node `yaml:"to"`
+		Missing *yaml.Node `yaml:"missing"`
+		N       int        `yaml:"n"`
+	}
+	if !c.Decode(&o) {
+		t.Fatalf("decode: %v", c.errs)
+	}
+	if o.To == nil || o.To.Kind != yaml.SequenceNode || len(o.To.Content) != 2 || o.To.Line != 3 || o.Missing != nil || o.N != 3 {
+		t.Errorf("decoded %+v", o)
+	}
+	var bad struct {
+		N int `yaml:"n"`
+	}
+	if c.Decode(&bad) || c.errs.Error() != `d.yaml:3:24: stage "a": unknown option "to" (known: n)` {
+		t.Errorf("strictness lost: %v", c.errs)
 	}
 }

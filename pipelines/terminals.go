@@ -31,40 +31,34 @@ type terminal struct {
 	pos     Pos    // where the label was written, for first-appearance order
 }
 
-// buildTerminal decodes a terminal stage's options.
+// buildTerminal decodes a terminal stage's options, reporting unknown
+// options and a bad or missing label together.
 func buildTerminal(c *BuildContext, k Kind) (terminal, bool) {
 	switch k.Name {
 	case txKind.Name:
-		var o struct {
+		ok := c.Decode(&struct {
 			Port yaml.Node `yaml:"port"`
-		}
-		if !c.Decode(&o) {
-			return terminal{}, false
-		}
-		if o.Port.Kind == 0 {
+		}{})
+		n := c.Option("port")
+		if n == nil {
 			c.Errorf(nil, "tx stage needs a port option")
 			return terminal{}, false
 		}
-		port, ok := terminalLabel(c, &o.Port, "port")
-		return terminal{verdict: rings.VerdictTX, label: port, pos: c.Pos(&o.Port)}, ok
+		port, lok := terminalLabel(c, n, "port")
+		return terminal{verdict: rings.VerdictTX, label: port, pos: c.Pos(n)}, ok && lok
 	case dropKind.Name:
-		var o struct {
+		ok := c.Decode(&struct {
 			Reason yaml.Node `yaml:"reason"`
+		}{})
+		n := c.Option("reason")
+		if n == nil {
+			return terminal{verdict: rings.VerdictDrop, label: DefaultDropReason, pos: c.Pos(nil)}, ok
 		}
-		if !c.Decode(&o) {
-			return terminal{}, false
-		}
-		if o.Reason.Kind == 0 {
-			return terminal{verdict: rings.VerdictDrop, label: DefaultDropReason, pos: c.Pos(nil)}, true
-		}
-		reason, ok := terminalLabel(c, &o.Reason, "reason")
-		return terminal{verdict: rings.VerdictDrop, label: reason, pos: c.Pos(&o.Reason)}, ok
+		reason, lok := terminalLabel(c, n, "reason")
+		return terminal{verdict: rings.VerdictDrop, label: reason, pos: c.Pos(n)}, ok && lok
 	case passKind.Name:
-		var o struct{}
-		if !c.Decode(&o) {
-			return terminal{}, false
-		}
-		return terminal{verdict: rings.VerdictPass, pos: c.Pos(nil)}, true
+		ok := c.Decode(&struct{}{})
+		return terminal{verdict: rings.VerdictPass, pos: c.Pos(nil)}, ok
 	}
 	c.Errorf(nil, "terminal stage type %q is not supported", k.Name)
 	return terminal{}, false
