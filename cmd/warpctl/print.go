@@ -19,7 +19,7 @@ func printReport(w io.Writer, name string, r dataplane.Report) {
 		name, r.Pipeline, workerWord(t.Workers), t.BatchSize, r.Received, r.ReceivedBytes,
 		time.Duration(t.ElapsedNs).Round(time.Microsecond), t.Mpps)
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STAGE\tKIND\tBATCHES\tPACKETS\tBYTES\tNS/PKT\t")
 	for i, s := range r.Stages {
 		ns := "-"
@@ -34,7 +34,7 @@ func printReport(w io.Writer, name string, r dataplane.Report) {
 	tw.Flush()
 
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT\tPACKETS\tBYTES\t")
 	for _, p := range r.Ports {
 		fmt.Fprintf(tw, "tx %s\t%d\t%d\t\n", p.Port, p.Packets, p.Bytes)
