@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -42,6 +43,9 @@ func Compile(s *Spec) (*Graph, error) { return compileWith(s, nil) }
 // compileWith compiles s with the built-in kinds plus extra (tests register
 // their own stage kinds this way; extra wins on a name clash).
 func compileWith(s *Spec, extra map[string]Kind) (*Graph, error) {
+	if s == nil {
+		return nil, errors.New("compile pipeline: nil spec")
+	}
 	kinds := builtinKinds()
 	for name, k := range extra {
 		kinds[name] = k
