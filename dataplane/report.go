@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -62,16 +64,19 @@ type PortCount struct {
 type DropCount struct {
 	Reason  string `json:"reason"`
 	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
+	Bytes   uint64 `json:"bytes,omitempty"`
 }
 
 // StageReport is one graph node's counters.
 type StageReport struct {
-	Name     string              `json:"name"`
-	Kind     string              `json:"kind"`
-	Calls    uint64              `json:"calls"`
-	Packets  uint64              `json:"packets"`
-	Bytes    uint64              `json:"bytes"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Calls   uint64 `json:"calls,omitempty"` // batches; depends on batching, so not in counters.json
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	// Drops is what this stage sent to drop terminals, by reason (edges
+	// count packets only, not bytes).
+	Drops    []DropCount         `json:"drops,omitempty"`
 	Counters []pipelines.Counter `json:"counters,omitempty"`
 }
 
@@ -109,28 +114,23 @@ func (e *Engine) Report() Report {
 	r.Balanced = r.Received == r.Transmitted+r.Dropped+r.Passed
 
 	var stats []pipelines.NodeStats
-	for i, run := range e.runners {
-		if i == 0 {
-			stats = run.Stats(nil)
-			continue
-		}
-		more := run.Stats(nil)
-		for j := range stats {
-			stats[j].Calls += more[j].Calls
-			stats[j].Packets += more[j].Packets
-			stats[j].Bytes += more[j].Bytes
-			stats[j].Nanos += more[j].Nanos
-		}
+	for _, run := range e.runners {
+		stats = pipelines.SumStats(stats, run.Stats(nil))
 	}
+	info := e.graph.Stages()
 	counters := map[string][]pipelines.Counter{}
 	for _, run := range e.runners {
 		for _, sc := range run.Counters(nil) {
 			counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
 		}
 	}
+	for _, list := range counters {
+		sortCounters(list)
+	}
 	for _, s := range stats {
 		r.Stages = append(r.Stages, StageReport{
 			Name: s.Name, Kind: s.Kind, Calls: s.Calls, Packets: s.Packets, Bytes: s.Bytes,
+			Drops:    stageDrops(info, s),
 			Counters: counters[s.Name],
 		})
 		ns := 0.0
@@ -156,8 +156,7 @@ func (e *Engine) Report() Report {
 	return r
 }
 
-// mergeCounter adds c into list, summing counters with the same key and
-// keeping first-seen order (each runner reports in the same stable order).
+// mergeCounter adds c into list, summing counters with the same key.
 func mergeCounter(list []pipelines.Counter, c pipelines.Counter) []pipelines.Counter {
 	for i := range list {
 		if list[i].Key == c.Key {
@@ -167,6 +166,60 @@ func mergeCounter(list []pipelines.Counter, c pipelines.Counter) []pipelines.Cou
 		}
 	}
 	return append(list, c)
+}
+
+// sortCounters puts merged counters in an order that does not depend on
+// which worker saw which key first: "total" first, "default" last, the
+// rest in natural order (digit runs compared as numbers, so rule[2] comes
+// before rule[10] and vlan=10 before vlan=none).
+func sortCounters(list []pipelines.Counter) {
+	rank := func(k string) int {
+		switch k {
+		case "total":
+			return 0
+		case "default":
+			return 2
+		}
+		return 1
+	}
+	sort.SliceStable(list, func(i, j int) bool {
+		a, b := list[i].Key, list[j].Key
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra < rb
+		}
+		return naturalLess(a, b)
+	})
+}
+
+// naturalLess compares strings with runs of digits compared by value.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // AccountingLine says in one line whether every packet is accounted for.
@@ -209,4 +262,43 @@ func (t *ticker) maybe(received uint64) {
 		t.last = now
 		t.fn(received)
 	}
+}
+
+// stageDrops lists the packets node s sent over edges that lead to drop
+// terminals, by reason, in edge order.
+func stageDrops(info []pipelines.StageInfo, s pipelines.NodeStats) []DropCount {
+	var me *pipelines.StageInfo
+	for i := range info {
+		if info[i].Name == s.Name {
+			me = &info[i]
+		}
+	}
+	if me == nil {
+		return nil
+	}
+	var out []DropCount
+	add := func(reason string, n uint64) {
+		for i := range out {
+			if out[i].Reason == reason {
+				out[i].Packets += n
+				return
+			}
+		}
+		out = append(out, DropCount{Reason: reason, Packets: n})
+	}
+	for e, n := range s.Edges {
+		if n == 0 {
+			continue
+		}
+		if e >= len(me.Edges) {
+			add(pipelines.BadEdgeReason, n)
+			continue
+		}
+		for _, t := range info {
+			if t.Name == me.Edges[e] && t.Kind == "drop" {
+				add(t.Target, n)
+			}
+		}
+	}
+	return out
 }

@@ -41,6 +41,9 @@ type rnode struct {
 	target   uint16
 
 	calls, packets, bytes, nanos uint64
+	// edgePackets counts packets by the edge number the stage wrote, bad
+	// ones included (nil for terminals).
+	edgePackets *[256]uint64
 }
 
 // NewRunner makes a runner with fresh instances of every stage. Call it
@@ -70,6 +73,7 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		rn.stage = gn.tmpl.NewInstance()
 		rn.table = new([256]int32)
+		rn.edgePackets = new([256]uint64)
 		for e := range rn.table {
 			rn.table[e] = g.badEdge
 		}
@@ -148,6 +152,7 @@ func (r *Runner) scatter(nd *rnode, idx []uint16, next []Edge) {
 		}
 	}
 	if same {
+		nd.edgePackets[e0] += uint64(len(idx))
 		dst := &r.nodes[nd.table[e0]]
 		if len(dst.vec) == 0 {
 			// Fast path: hand over the whole vector, take the empty one.
@@ -159,6 +164,7 @@ func (r *Runner) scatter(nd *rnode, idx []uint16, next []Edge) {
 		return
 	}
 	for k, e := range next {
+		nd.edgePackets[e]++
 		dst := &r.nodes[nd.table[e]]
 		dst.vec = append(dst.vec, idx[k])
 	}
@@ -173,6 +179,11 @@ type NodeStats struct {
 	Packets uint64
 	Bytes   uint64 // sum of Desc.Len of the packets, as they arrived at the node
 	Nanos   uint64 // time spent, with RunnerOptions.Timing
+	// Edges counts the packets that left the node by each edge, in edge
+	// order (Graph.Stages()[i].Edges), then, when a stage wrote edge
+	// numbers it does not have, one more entry for those: they went to the
+	// internal_bad_edge drop. Nil for terminals.
+	Edges []uint64
 }
 
 // Stats appends the runner's per-node counts to dst, in Graph.Stages order.
@@ -180,10 +191,22 @@ type NodeStats struct {
 func (r *Runner) Stats(dst []NodeStats) []NodeStats {
 	for i := range r.nodes {
 		n := &r.nodes[i]
-		dst = append(dst, NodeStats{
+		st := NodeStats{
 			Name: r.g.nodes[i].name, Kind: r.g.nodes[i].kind,
 			Calls: n.calls, Packets: n.packets, Bytes: n.bytes, Nanos: n.nanos,
-		})
+		}
+		if n.edgePackets != nil {
+			ne := len(r.g.nodes[i].edges)
+			st.Edges = append([]uint64(nil), n.edgePackets[:ne]...)
+			var bad uint64
+			for _, c := range n.edgePackets[ne:] {
+				bad += c
+			}
+			if bad > 0 {
+				st.Edges = append(st.Edges, bad)
+			}
+		}
+		dst = append(dst, st)
 	}
 	return dst
 }
@@ -236,6 +259,12 @@ func SumStats(dst, src []NodeStats) []NodeStats {
 		d.Packets += s.Packets
 		d.Bytes += s.Bytes
 		d.Nanos += s.Nanos
+		for len(d.Edges) < len(s.Edges) {
+			d.Edges = append(d.Edges, 0)
+		}
+		for e, c := range s.Edges {
+			d.Edges[e] += c
+		}
 	}
 	return dst
 }

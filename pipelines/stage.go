@@ -42,9 +42,9 @@ type Reporter interface {
 
 // Counter is one named stage counter.
 type Counter struct {
-	Key     string // e.g. "proto=tcp", "vlan=10", "rule[3]"
-	Packets uint64
-	Bytes   uint64
+	Key     string `json:"key"` // e.g. "proto=tcp", "vlan=10", "rule[3]"
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
 }
 
 // Template is a stage compiled from its spec: immutable, shared by all

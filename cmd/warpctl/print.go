@@ -20,15 +20,19 @@ func printReport(w io.Writer, name string, r dataplane.Report) {
 		time.Duration(t.ElapsedNs).Round(time.Microsecond), t.Mpps)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STAGE\tKIND\tBATCHES\tPACKETS\tBYTES\tNS/PKT\t")
+	fmt.Fprintln(tw, "STAGE\tKIND\tBATCHES\tPACKETS\tBYTES\tNS/PKT\tDROPS\t")
 	for i, s := range r.Stages {
 		ns := "-"
 		if i < len(t.StageNs) && s.Packets > 0 && s.Calls > 0 && s.Kind != "tx" && s.Kind != "drop" && s.Kind != "pass" {
 			ns = fmt.Sprintf("%.1f", t.StageNs[i])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t\n", s.Name, s.Kind, s.Calls, s.Packets, s.Bytes, ns)
+		var drops []string
+		for _, d := range s.Drops {
+			drops = append(drops, fmt.Sprintf("%s=%d", d.Reason, d.Packets))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Name, s.Kind, s.Calls, s.Packets, s.Bytes, ns, strings.Join(drops, " "))
 		for _, c := range s.Counters {
-			fmt.Fprintf(tw, "  %s\t\t\t%d\t%d\t\t\n", c.Key, c.Packets, c.Bytes)
+			fmt.Fprintf(tw, "  %s\t\t\t%d\t%d\t\t\t\n", c.Key, c.Packets, c.Bytes)
 		}
 	}
 	tw.Flush()
