@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+// TestRunSmall runs the whole bench on a few thousand packets without
+// testpmd: every in-process row is measured, Warpflow rows allocate nothing
+// per packet, targets are computed from the rows, and the chart is drawn.
+func TestRunSmall(t *testing.T) {
+	o := DefaultOptions()
+	o.Capture = "../../testdata/captures/bench-64.pcap"
+	o.Packets = 20000
+	o.Repeats = 1
+	o.CPU = -1
+	o.Testpmd = false
+	res, err := Run(context.Background(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{RowGopacket, RowGopacketReader, RowParse, RowMacswap, RowDefault1k}
+	if len(res.Rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(res.Rows), len(want))
+	}
+	for i, r := range res.Rows {
+		if r.Name != want[i] || r.Err != "" || r.Mpps <= 0 || r.Packets < o.Packets {
+			t.Errorf("row %d: %+v", i, r)
+		}
+		// A few allocations per run (arena, ports, graph) are fine; one
+		// per packet or batch would be thousands.
+		if !r.Baseline && r.Allocs > 1000 {
+			t.Errorf("%s allocated %d times for %d packets", r.Name, r.Allocs, r.Packets)
+		}
+	}
+	var measured, unmeasured int
+	for _, tg := range res.Targets {
+		if tg.Note != "" {
+			unmeasured++
+			continue
+		}
+		measured++
+		if tg.Ratio <= 0 || tg.Met != (tg.Ratio >= tg.Want) {
+			t.Errorf("target %+v", tg)
+		}
+	}
+	if measured != 2 || unmeasured != 1 {
+		t.Errorf("targets: %d measured, %d not (testpmd is off): %+v", measured, unmeasured, res.Targets)
+	}
+	chart := filepath.Join(t.TempDir(), "bench.png")
+	if err := Chart(res, chart); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(chart); err != nil || fi.Size() < 1000 {
+		t.Fatalf("chart not written: %v", err)
+	}
+}
+
+func TestDefaultPipelineHasThousandRules(t *testing.T) {
+	src := defaultPipeline1k()
+	if n := strings.Count(src, "action:"); n != 1000 {
+		t.Fatalf("%d rules, want 1000", n)
+	}
+	if _, err := pipelines.Load("bench.yaml", []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+}
