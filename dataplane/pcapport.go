@@ -312,8 +312,7 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 		if !placed {
 			continue
 		}
-		b.Descs = append(b.Descs, d)
-		b.Meta = append(b.Meta, rings.Meta{Seq: p.seq, InPort: p.opt.PortIndex})
+		b.Append(d, p.seq, p.opt.PortIndex)
 		p.seq++
 		p.passPkt++
 		n++

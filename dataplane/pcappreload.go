@@ -94,8 +94,7 @@ func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 		}
 		p.state[i] = frameOut
 		d := p.pre[i] // original Addr and Len: undoes any head adjustment
-		b.Descs = append(b.Descs, d)
-		b.Meta = append(b.Meta, rings.Meta{Seq: p.seq, InPort: p.opt.PortIndex})
+		b.Append(d, p.seq, p.opt.PortIndex)
 		p.seq++
 		if p.cursor++; p.cursor == cycle {
 			p.cursor = 0

@@ -47,6 +47,19 @@ func (b *Batch) SetLen(n int) {
 	b.Meta = b.Meta[:n]
 }
 
+// Append adds one packet at the end of the batch: descriptor d, with its
+// metadata zeroed but for the receive sequence number and input port. The
+// caller checks Len() < Cap(). Metadata is cleared in place: building a
+// Meta value and copying it in costs several times more.
+func (b *Batch) Append(d Desc, seq uint64, inPort uint16) {
+	n := len(b.Descs)
+	b.Descs = append(b.Descs, d)
+	b.Meta = b.Meta[:n+1]
+	m := &b.Meta[n]
+	*m = Meta{}
+	m.Seq, m.InPort = seq, inPort
+}
+
 // Clear empties the batch.
 func (b *Batch) Clear() { b.SetLen(0) }
 
