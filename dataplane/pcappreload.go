@@ -124,22 +124,25 @@ func (p *ReplayPort) finish() {
 // ignored, so a double recycle cannot put a frame in flight twice.
 func (p *ReplayPort) recyclePreloaded(descs []rings.Desc) {
 	bad := 0
+	home := uint8(frameHome)
+	if p.finished || p.closed {
+		home = frameReleased
+	}
+	byFrame, state := p.byFrame, p.state
 	for _, d := range descs {
 		fn := d.Addr >> p.shift
-		if fn >= uint64(len(p.byFrame)) || p.byFrame[fn] == 0 {
+		if fn >= uint64(len(byFrame)) {
 			bad++
 			continue
 		}
-		i := p.byFrame[fn] - 1
-		if p.state[i] != frameOut {
+		i := int(byFrame[fn]) - 1
+		if i < 0 || i >= len(state) || state[i] != frameOut {
 			bad++
 			continue
 		}
-		if p.finished || p.closed {
+		state[i] = home
+		if home == frameReleased {
 			p.a.Free(p.pre[i].Addr)
-			p.state[i] = frameReleased
-		} else {
-			p.state[i] = frameHome
 		}
 	}
 	if bad > 0 {
