@@ -1,6 +1,3 @@
-// Command warpctl is Warpflow's control CLI: it validates pipelines and
-// replays captures through them offline (no NIC, no root), and benchmarks
-// the dataplane against baselines measured in the same run.
 package main
 
 import (
