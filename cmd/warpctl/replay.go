@@ -125,7 +125,12 @@ func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
 		rep, err := dataplane.Replay(cfg)
 		bar.finish()
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", in.name, err)
+			// Errors from opening a capture already name it.
+			if msg := err.Error(); strings.Contains(msg, in.name) {
+				fmt.Fprintln(stderr, msg)
+			} else {
+				fmt.Fprintf(stderr, "%s: %s\n", in.name, msg)
+			}
 			failed++
 			if tmp != "" {
 				os.RemoveAll(tmp)
