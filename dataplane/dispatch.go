@@ -90,6 +90,7 @@ func (e *Engine) complete(b *rings.Batch) {
 			s.list = s.list[:0]
 		}
 	}
+	e.trackRecycled(b)
 	e.in.Recycle(b.Descs)
 }
 
@@ -164,6 +165,7 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 	if err != nil {
 		e.noteTxError(int(t), err)
 	}
+	e.trackRecycled(b)
 	e.in.Recycle(b.Descs)
 	return true
 }

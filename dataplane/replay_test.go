@@ -41,6 +41,7 @@ func replayTo(t testing.TB, g *pipelines.Graph, capture, out string, workers, ba
 	cfg := ReplayConfig{Capture: capture, Graph: g, OutDir: out, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
 	cfg.Engine.Workers = workers
 	cfg.Engine.BatchSize = batch
+	cfg.Engine.TrackFrames = true
 	rep, err := Replay(cfg)
 	if err != nil {
 		t.Fatalf("replay %s (workers %d, batch %d): %v", capture, workers, batch, err)
@@ -123,6 +124,7 @@ func TestCorpus(t *testing.T) {
 	for _, f := range files {
 		cfg := ReplayConfig{Capture: f, Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
 		cfg.Engine.Workers = 2
+		cfg.Engine.TrackFrames = true
 		rep, err := Replay(cfg)
 		if err != nil {
 			if !errors.Is(err, ErrUnsupportedLinkType) {

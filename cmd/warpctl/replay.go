@@ -31,6 +31,7 @@ type replayFlags struct {
 	loops    int
 	preload  bool
 	noTiming bool
+	track    bool
 }
 
 func newReplayCommand() *cobra.Command {
@@ -60,6 +61,7 @@ first differing packet.`,
 	fl.IntVar(&f.loops, "loops", 1, "passes over each capture")
 	fl.BoolVar(&f.preload, "preload", false, "load the capture into the frame arena first and replay from memory")
 	fl.BoolVar(&f.noTiming, "no-timing", false, "do not measure per-stage time")
+	fl.BoolVar(&f.track, "track-frames", false, "debug mode: track every frame's owner and audit the arena after the run")
 	return cmd
 }
 
@@ -120,6 +122,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
 		cfg.Engine.Workers = f.workers
 		cfg.Engine.BatchSize = f.batch
 		cfg.Engine.Timing = !f.noTiming
+		cfg.Engine.TrackFrames = f.track
 		bar := newProgressBar(stderr, in.name, in.data)
 		cfg.Progress = bar.update
 		rep, err := dataplane.Replay(cfg)
