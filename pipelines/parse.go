@@ -88,9 +88,12 @@ func (t *parseTemplate) Edges() []Target { return t.edges }
 func (t *parseTemplate) NewInstance() Stage { return &parseStage{tunnels: t.tunnels} }
 
 // parseStage is one worker's parse stage. It keeps no state besides its
-// options, so instances are interchangeable.
+// options and scratch space, so instances are interchangeable.
 type parseStage struct {
 	tunnels bool
+	// slow collects the packets the fast path declined, so that the first
+	// loop makes no call that forces its registers to the stack.
+	slow [rings.MaxBatch]uint16
 }
 
 // Process decodes every packet of the vector and sends it to edge 0.
@@ -98,8 +101,11 @@ func (s *parseStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	next = next[:len(idx)]
 	for k, i := range idx {
 		m := &b.Meta[i]
-		resetParsed(m)
-		m.Class = decodeEthernet(b.Packet(int(i)), m, s.tunnels)
+		p := b.Packet(int(i))
+		if !decodeFast(p, m, s.tunnels) {
+			resetParsed(m)
+			m.Class = decodeEthernet(p, m, s.tunnels)
+		}
 		next[k] = 0
 	}
 }
@@ -121,4 +127,99 @@ func resetParsed(m *rings.Meta) {
 	m.SrcIP = [16]byte{}
 	m.DstIP = [16]byte{}
 	m.SrcPort, m.DstPort = 0, 0
+}
+
+// decodeFast decodes the common case in one pass: an untagged Ethernet
+// frame carrying an IPv4 packet without options that is not fragmented, or
+// an IPv6 packet without extension headers, whose length agrees with the
+// frame. It checks that up front and then writes every field the parse
+// stage owns with plain stores (no resetParsed, no read-modify-write of
+// Flags); TCP and UDP without a tunnel port are decoded inline, any other
+// L4 by decodeL4. It reports false, having written nothing, for any other
+// packet, and the caller falls back to decodeEthernet, which would give the
+// same result (TestParseFastPathAgrees checks both agree).
+func decodeFast(p []byte, m *rings.Meta, tunnels bool) bool {
+	const l3 = ethHdrLen
+	if len(p) < l3+ipv4MinHdr {
+		return false
+	}
+	var l4, end int
+	var proto uint8
+	switch be16(p, 12) {
+	case etIPv4:
+		h := p[l3 : l3+ipv4MinHdr : l3+ipv4MinHdr]
+		tot := int(be16(h, 2))
+		if h[0] != 0x45 || be16(h, 6)&0x3fff != 0 || tot < ipv4MinHdr || l3+tot > len(p) || h[9] == protoAH {
+			return false
+		}
+		l4, end, proto = l3+ipv4MinHdr, l3+tot, h[9]
+		m.Flags = rings.FlagIPv4
+		m.EtherType = etIPv4
+		m.TTL = h[8]
+		m.SrcIP = [16]byte{}
+		m.DstIP = [16]byte{}
+		*(*[4]byte)(m.SrcIP[:4]) = [4]byte(h[12:16])
+		*(*[4]byte)(m.DstIP[:4]) = [4]byte(h[16:20])
+	case etIPv6:
+		if len(p) < l3+ipv6HdrLen {
+			return false
+		}
+		h := p[l3 : l3+ipv6HdrLen : l3+ipv6HdrLen]
+		proto = h[6]
+		end = l3 + ipv6HdrLen + int(be16(h, 4))
+		if h[0]>>4 != 6 || end > len(p) || isIPv6Ext(proto) {
+			return false
+		}
+		l4 = l3 + ipv6HdrLen
+		m.Flags = rings.FlagIPv6
+		m.EtherType = etIPv6
+		m.TTL = h[7]
+		m.SrcIP = [16]byte(h[8:24])
+		m.DstIP = [16]byte(h[24:40])
+	default:
+		return false
+	}
+	m.Class = rings.ClassOK
+	m.Tunnel = rings.TunnelNone
+	m.VLANs = [2]uint16{}
+	m.NumVLANs = 0
+	m.IPProto = proto
+	m.TCPFlags = 0
+	m.L3Off, m.L4Off = l3, 0
+	m.InnerL2Off, m.InnerL3Off, m.InnerL4Off = 0, 0, 0
+	m.SrcPort, m.DstPort = 0, 0
+	// TCP and UDP inline; every other case (short or bad headers, tunnels,
+	// other protocols) through the general L4 decoder.
+	if l4+tcpMinHdr <= end {
+		l := p[l4 : l4+tcpMinHdr : l4+tcpMinHdr]
+		switch sport, dport := be16(l, 0), be16(l, 2); proto {
+		case protoUDP:
+			if !tunnels || dport != portVXLAN && dport != portGENEVE {
+				m.SrcPort, m.DstPort = sport, dport
+				m.L4Off = uint16(l4)
+				m.Flags |= rings.FlagL4
+				return true
+			}
+		case protoTCP:
+			if doff := int(l[12]>>4) * 4; doff >= tcpMinHdr && l4+doff <= end {
+				m.SrcPort, m.DstPort = sport, dport
+				m.TCPFlags = l[13]
+				m.L4Off = uint16(l4)
+				m.Flags |= rings.FlagL4
+				return true
+			}
+		}
+	}
+	m.Class = decodeL4(p, l4, end, proto, m, tunnels)
+	return true
+}
+
+// isIPv6Ext reports whether nh is an IPv6 extension header walkIPv6Ext
+// walks.
+func isIPv6Ext(nh uint8) bool {
+	switch nh {
+	case protoHopByHop, protoRouting, protoFragment, protoAH, protoDstOpts:
+		return true
+	}
+	return false
 }

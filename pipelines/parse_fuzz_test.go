@@ -42,3 +42,18 @@ func FuzzParseStage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseFastPath checks that the fast path agrees with the general
+// decoder on arbitrary bytes, with tunnels on and off.
+func FuzzParseFastPath(f *testing.F) {
+	for _, c := range ptCases(f) {
+		f.Add(c.pkt)
+	}
+	for _, fx := range ptFixtures() {
+		f.Add(fx.pkt)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ptFastAgrees(t, data, true)
+		ptFastAgrees(t, data, false)
+	})
+}

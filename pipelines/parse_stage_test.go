@@ -151,3 +151,83 @@ func TestParseTunnelsOff(t *testing.T) {
 		t.Errorf("only %d tunnel cases", n)
 	}
 }
+
+// TestParseFastPathAgrees checks decodeFast against the general decoder
+// on every generated case and fixture, each also cut at every length and
+// with the header bytes the fast path tests mutated: where the fast path
+// takes a packet, it must leave exactly the Meta the general path would.
+func TestParseFastPathAgrees(t *testing.T) {
+	var pkts [][]byte
+	for _, c := range ptCases(t) {
+		pkts = append(pkts, c.pkt)
+	}
+	for _, f := range ptFixtures() {
+		pkts = append(pkts, f.pkt)
+	}
+	var variants [][]byte
+	for _, p := range pkts {
+		for n := 0; n <= len(p); n++ {
+			variants = append(variants, p[:n])
+		}
+		// Bytes the fast path decides on: ethertype, version/IHL, IPv4
+		// total length, flags/fragment offset and protocol, IPv6 payload
+		// length and next header, ports, TCP data offset.
+		for _, o := range []int{12, 13, 14, 16, 17, 18, 19, 20, 21, 23, 36, 37, 46, 56, 57, 66} {
+			for _, v := range []byte{0x00, 0x01, 0x06, 0x11, 0x12, 0x20, 0x2f, 0x40, 0x45, 0x46, 0x50, 0x80, 0xff} {
+				if o < len(p) {
+					q := append([]byte(nil), p...)
+					q[o] = v
+					variants = append(variants, q)
+				}
+			}
+		}
+	}
+	fast := 0
+	for _, p := range variants {
+		for _, tunnels := range []bool{true, false} {
+			if ptFastAgrees(t, p, tunnels) {
+				fast++
+			}
+		}
+	}
+	if fast < 100 {
+		t.Fatalf("fast path took only %d of %d variants", fast, 2*len(variants))
+	}
+	t.Logf("fast path took %d of %d variants", fast, 2*len(variants))
+}
+
+// TestParseFastPathTaken keeps the benchmark's packets (plain UDP/IPv4),
+// plain TCP/IPv4, UDP/IPv6 and ICMP on the fast path.
+func TestParseFastPathTaken(t *testing.T) {
+	for _, p := range [][]byte{
+		ptCat(ptEthHdr(etIPv4), ptV4(5, 20+8+18, 0, protoUDP), ptUDPHdr(1, 2, 8+18), make([]byte, 18)),
+		ptCat(ptEthHdr(etIPv4), ptV4(5, 20+20, 0x4000, protoTCP), ptTCPHdr(5, 0x12)),
+		ptCat(ptEthHdr(etIPv6), ptV6(8, protoUDP), ptUDPHdr(1, 2, 8)),
+		ptCat(ptEthHdr(etIPv4), ptV4(5, 20+8, 0, protoICMP), make([]byte, 8)),
+	} {
+		var m rings.Meta
+		if !decodeFast(p, &m, true) {
+			t.Fatalf("% x: not on the fast path", p)
+		}
+	}
+}
+
+// ptFastAgrees fails t unless decodeFast leaves what the general decoder
+// would (or declines without writing), and reports whether it took p.
+func ptFastAgrees(t testing.TB, p []byte, tunnels bool) bool {
+	t.Helper()
+	got := ptGarbageMeta
+	if !decodeFast(p, &got, tunnels) {
+		if got != ptGarbageMeta {
+			t.Fatalf("% x: fast path declined but wrote Meta %s", p, ptFmtMeta(got))
+		}
+		return false
+	}
+	want := ptGarbageMeta
+	resetParsed(&want)
+	want.Class = decodeEthernet(p, &want, tunnels)
+	if got != want {
+		t.Fatalf("% x (tunnels %v):\nfast    %s\ngeneral %s", p, tunnels, ptFmtMeta(got), ptFmtMeta(want))
+	}
+	return true
+}
