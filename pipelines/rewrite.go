@@ -244,8 +244,15 @@ func (s *rewriteStage) Report(dst []Counter) []Counter {
 
 var _ Reporter = (*rewriteStage)(nil)
 
-// Process implements Stage.
+// Process implements Stage. A stage that only sets or swaps MAC addresses
+// (the packet never moves, no L3 work, no drop edge) runs a loop of its own;
+// every other option set runs the general per-packet path.
 func (s *rewriteStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	next = next[:len(idx)]
+	if s.cfg.ops&^rwMACOps == 0 {
+		s.processMACs(b, idx, next)
+		return
+	}
 	for k, i := range idx {
 		next[k] = s.one(b, int(i))
 	}

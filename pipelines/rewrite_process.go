@@ -17,6 +17,7 @@ const (
 	rwTcpCsumOff   = 16
 	rwUdpCsumOff   = 6
 	rwL2Ops        = rwPopVLAN | rwPushVLAN | rwSrcMAC | rwDstMAC | rwSwapMACs
+	rwMACOps       = rwSrcMAC | rwDstMAC | rwSwapMACs
 	rwL3Ops        = rwTTL | rwSNAT | rwDNAT
 	rwNATOps       = rwSNAT | rwDNAT
 	rwIpv4MinHdr   = 20
@@ -74,21 +75,8 @@ func (s *rewriteStage) one(b *rings.Batch, i int) Edge {
 				m.NumVLANs++
 			}
 		}
-		if cfg.ops&rwSrcMAC != 0 {
-			copy(p[6:12], cfg.srcMAC[:])
-		}
-		if cfg.ops&rwDstMAC != 0 {
-			copy(p[0:6], cfg.dstMAC[:])
-		}
-		if cfg.ops&rwSwapMACs != 0 {
-			// Two 4+2-byte loads and stores per MAC instead of a byte loop.
-			le := binary.LittleEndian
-			d0, d1 := le.Uint32(p[0:]), le.Uint16(p[4:])
-			s0, s1 := le.Uint32(p[6:]), le.Uint16(p[10:])
-			le.PutUint32(p[0:], s0)
-			le.PutUint16(p[4:], s1)
-			le.PutUint32(p[6:], d0)
-			le.PutUint16(p[10:], d1)
+		if cfg.ops&rwMACOps != 0 {
+			rwMACs((*[12]byte)(p), cfg)
 		}
 	}
 
@@ -116,6 +104,52 @@ func (s *rewriteStage) one(b *rings.Batch, i int) Edge {
 		s.skipped.add(b.Descs[i].Len)
 	}
 	return 0
+}
+
+// processMACs is Process for a stage whose options are only src_mac,
+// dst_mac and swap_macs: every packet goes to edge 0, and only a runt
+// frame needs a look at anything but its first 12 bytes.
+func (s *rewriteStage) processMACs(b *rings.Batch, idx []uint16, next []Edge) {
+	cfg := &s.cfg
+	swapOnly := cfg.ops == rwSwapMACs
+	for k, i := range idx {
+		next[k] = 0
+		p := b.Packet(int(i))
+		if len(p) < rwEthLen {
+			s.runt.add(uint32(len(p)))
+			continue
+		}
+		if swapOnly {
+			rwSwapMACs12((*[12]byte)(p))
+		} else {
+			rwMACs((*[12]byte)(p), cfg)
+		}
+	}
+}
+
+// rwMACs applies the MAC options to the destination and source addresses
+// h[0:6] and h[6:12], in option order.
+func rwMACs(h *[12]byte, cfg *rewriteConfig) {
+	if cfg.ops&rwSrcMAC != 0 {
+		*(*[6]byte)(h[6:12]) = cfg.srcMAC
+	}
+	if cfg.ops&rwDstMAC != 0 {
+		*(*[6]byte)(h[0:6]) = cfg.dstMAC
+	}
+	if cfg.ops&rwSwapMACs != 0 {
+		rwSwapMACs12(h)
+	}
+}
+
+// rwSwapMACs12 exchanges the two 6-byte halves of h with one 8-byte and one
+// 4-byte load and store: little-endian, bytes 0-7 are a and 8-11 are c, so
+// the new bytes 0-7 are 6,7 (a>>48), 8-11 (c<<16) and 0,1 (a<<48), and the
+// new bytes 8-11 are 2-5 (a>>16).
+func rwSwapMACs12(h *[12]byte) {
+	le := binary.LittleEndian
+	a, c := le.Uint64(h[0:8]), le.Uint32(h[8:12])
+	le.PutUint64(h[0:8], a>>48|uint64(c)<<16|a<<48)
+	le.PutUint32(h[8:12], uint32(a>>16))
 }
 
 // ipv4 applies the TTL decrement and NAT to the IPv4 header at l3, whose

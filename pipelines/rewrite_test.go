@@ -3,6 +3,7 @@ package pipelines
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"github.com/warpflow/warpflow/rings"
 	"math/rand/v2"
 	"net"
@@ -674,5 +675,116 @@ func FuzzRewrite(f *testing.F) {
 		if end-start != len(pkt) && end-start != len(pkt)+4 && end-start != len(pkt)-4 {
 			t.Fatalf("length %d from %d", end-start, len(pkt))
 		}
+	})
+}
+
+// rwFastCfgs are option sets for the differential tests of Process's
+// specialised loops against the general per-packet path (s.one).
+var rwFastCfgs = []string{
+	`{swap_macs: true}`,
+	`{src_mac: "02:00:00:00:00:01"}`,
+	`{dst_mac: "02:00:00:00:00:02", swap_macs: true}`,
+	`{src_mac: "02:00:00:00:00:01", dst_mac: "02:00:00:00:00:02", swap_macs: true}`,
+	`{ttl_decrement: true}`,
+	`{ttl_decrement: true, snat: {addr: 198.51.100.1, port: 4000}, dnat: {addr: 203.0.113.9, port: 8080}}`,
+	`{swap_macs: true, ttl_decrement: true, snat: {addr: 255.255.255.255, port: 65535}}`,
+	`{dnat: {addr: 10.0.0.1}}`,
+	`{src_mac: "02:00:00:00:00:01", snat: {addr: 10.0.0.2}, dnat: {addr: 10.0.0.3, port: 1}}`,
+	`{pop_vlan: true, swap_macs: true, ttl_decrement: true}`,
+}
+
+// rwAgree runs tpl's Process and its general per-packet path on copies of
+// pkt (placed hr bytes into a frame, with Meta m) and fails t unless the
+// frames, descriptors, Meta, edges and counters come out the same.
+func rwAgree(t testing.TB, a *rings.Arena, addrs [2]uint64, tpl Template, pkt []byte, hr int, m rings.Meta) {
+	t.Helper()
+	var (
+		bs    [2]*rings.Batch
+		sts   [2]*rewriteStage
+		edges [2]Edge
+	)
+	for v := range bs {
+		frame := a.Frame(addrs[v])
+		for i := range frame {
+			frame[i] = 0xee
+		}
+		copy(frame[hr:], pkt)
+		base := addrs[v] &^ uint64(a.FrameSize()-1)
+		b := rings.NewBatch(1, a)
+		b.SetLen(1)
+		b.Descs[0] = rings.Desc{Addr: base + uint64(hr), Len: uint32(len(pkt))}
+		b.Meta[0] = m
+		st := tpl.NewInstance().(*rewriteStage)
+		next := []Edge{0xee}
+		if v == 0 {
+			st.Process(b, []uint16{0}, next)
+		} else {
+			next[0] = st.one(b, 0)
+		}
+		bs[v], sts[v], edges[v] = b, st, next[0]
+	}
+	fast, gen := bs[0], bs[1]
+	if !bytes.Equal(a.Frame(addrs[0]), a.Frame(addrs[1])) || fast.Descs[0].Len != gen.Descs[0].Len ||
+		fast.Headroom(0) != gen.Headroom(0) || fast.Meta[0] != gen.Meta[0] || edges[0] != edges[1] {
+		t.Fatalf("in %x (hr %d, meta %+v):\nProcess edge %d %x\n         meta %+v\ngeneral edge %d %x\n         meta %+v",
+			pkt, hr, m, edges[0], fast.Packet(0), fast.Meta[0], edges[1], gen.Packet(0), gen.Meta[0])
+	}
+	if r0, r1 := sts[0].Report(nil), sts[1].Report(nil); fmt.Sprint(r0) != fmt.Sprint(r1) {
+		t.Fatalf("in %x: counters %v, general path %v", pkt, r0, r1)
+	}
+}
+
+// TestRewriteFastPathsAgree checks Process's specialised loops against the
+// general path on random packets (cut at random lengths, with parsed and
+// with random Meta offsets and flags) for every option set in rwFastCfgs.
+func TestRewriteFastPathsAgree(t *testing.T) {
+	a := stArena(t)
+	var addrs [2]uint64
+	for v := range addrs {
+		addrs[v], _ = a.Alloc()
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, cfg := range rwFastCfgs {
+		tpl := stMustBuild(t, rewriteKind, cfg)
+		for n := 0; n < 400; n++ {
+			p := rwRandPkt(r).bytes(t)
+			m := stMeta(p)
+			if r.IntN(4) == 0 {
+				p = p[:r.IntN(len(p)+1)]
+			}
+			if r.IntN(4) == 0 {
+				m = rings.Meta{L3Off: uint16(r.IntN(64)), L4Off: uint16(r.IntN(96)), Flags: rings.Flags(r.Uint32()), NumVLANs: uint8(r.IntN(3))}
+			}
+			if r.IntN(8) == 0 && len(p) > 22 {
+				p[14+r.IntN(8)] = byte(r.Uint32()) // version, IHL, TTL, protocol, ...
+			}
+			rwAgree(t, a, addrs, tpl, p, a.Headroom()-r.IntN(6), m)
+		}
+	}
+}
+
+// FuzzRewriteFastPaths is TestRewriteFastPathsAgree on arbitrary bytes and
+// Meta.
+func FuzzRewriteFastPaths(f *testing.F) {
+	s := rwPkt{ttl: 9, srcIP: net.IP{1, 2, 3, 4}, dstIP: net.IP{5, 6, 7, 8}, proto: layers.IPProtocolUDP, sport: 1, dport: 2, payload: []byte{1, 2, 3}}
+	udp := s.bytes(f)
+	f.Add(udp, uint16(14), uint16(rings.FlagIPv4|rings.FlagL4), uint16(34), uint8(5))
+	f.Add(udp[:13], uint16(14), uint16(rings.FlagIPv4|rings.FlagL4), uint16(34), uint8(0))
+	f.Add(udp[:30], uint16(2), uint16(rings.FlagIPv4|rings.FlagIPv6), uint16(9), uint8(6))
+	tpls := make([]Template, len(rwFastCfgs))
+	for i, c := range rwFastCfgs {
+		tpls[i] = stMustBuild(f, rewriteKind, c)
+	}
+	a := stArena(f)
+	var addrs [2]uint64
+	for v := range addrs {
+		addrs[v], _ = a.Alloc()
+	}
+	f.Fuzz(func(t *testing.T, pkt []byte, l3 uint16, flags uint16, l4 uint16, which uint8) {
+		if len(pkt) > 1500 {
+			pkt = pkt[:1500]
+		}
+		m := rings.Meta{L3Off: l3, L4Off: l4, Flags: rings.Flags(flags), NumVLANs: uint8(flags % 3)}
+		rwAgree(t, a, addrs, tpls[int(which)%len(tpls)], pkt, a.Headroom()-int(which>>4)%8, m)
 	})
 }
