@@ -242,6 +242,7 @@ func (e *Engine) runInline(progress Progress) error {
 	b := e.inline
 	r := e.runners[0]
 	tick := newTicker(progress)
+	idle := 0
 	for {
 		b.Clear()
 		n, err := e.in.Receive(b)
@@ -264,7 +265,10 @@ func (e *Engine) runInline(progress Progress) error {
 			// Inline mode has nothing in flight, so a port with frames
 			// outstanding elsewhere cannot be waiting on us; a live port
 			// simply has nothing yet.
-			runtime.Gosched()
+			idle++
+			ioBackoff(idle)
+		} else {
+			idle = 0
 		}
 	}
 }
@@ -334,9 +338,22 @@ func (e *Engine) runPool(progress Progress) error {
 			continue
 		}
 		idle++
-		if idle > 64 {
-			runtime.Gosched()
-		}
+		ioBackoff(idle)
+	}
+}
+
+// ioBackoff is the I/O loop's idle policy, after idle rounds with nothing
+// to do: spin (a completion or a frame is usually a few hundred ns away),
+// then yield, then sleep briefly so an idle live port costs little CPU.
+// Yielding at once costs more than it saves: each runtime.Gosched goes
+// through the scheduler's global run queue and its lock.
+func ioBackoff(idle int) {
+	switch {
+	case idle < 4096:
+	case idle < 4096+256:
+		runtime.Gosched()
+	default:
+		time.Sleep(20 * time.Microsecond)
 	}
 }
 
