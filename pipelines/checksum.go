@@ -23,6 +23,19 @@ func csumAddr4(acc uint32, old, new []byte) uint32 {
 	return csumWord(acc, uint16(old[2])<<8|uint16(old[3]), uint16(new[2])<<8|uint16(new[3]))
 }
 
+// csumAddrDelta returns the change of an IPv4 address from old (read as a
+// big-endian uint32) to the address whose two 16-bit words sum to newSum
+// (csumAddrSum): what csumAddr4 adds, with the new address's half done
+// once at build time.
+func csumAddrDelta(old uint32, newSum uint32) uint32 {
+	return uint32(^uint16(old>>16)) + uint32(^uint16(old)) + newSum
+}
+
+// csumAddrSum returns the sum of the two 16-bit words of IPv4 address a.
+func csumAddrSum(a [4]byte) uint32 {
+	return (uint32(a[0])<<8 | uint32(a[1])) + (uint32(a[2])<<8 | uint32(a[3]))
+}
+
 // csumApply returns checksum hc updated by the accumulated changes acc.
 // acc must be a sum of fewer than 2^14 csumWord terms (it is: a stage adds
 // at most a dozen), so two folds bring it back to 16 bits.

@@ -88,6 +88,7 @@ type rewriteConfig struct {
 // natRule is one compiled snat or dnat.
 type natRule struct {
 	addr    [4]byte
+	addrSum uint32 // csumAddrSum(addr), for the incremental checksums
 	port    uint16
 	hasPort bool
 }
@@ -198,6 +199,7 @@ func parseNAT(c *BuildContext, key string, o *natOptions, dst *natRule) bool {
 		return false
 	}
 	dst.addr = a.As4()
+	dst.addrSum = csumAddrSum(dst.addr)
 	if o.Port != nil {
 		p := *o.Port
 		if p < 1 || p > 65535 {

@@ -153,90 +153,95 @@ func rwSwapMACs12(h *[12]byte) {
 }
 
 // ipv4 applies the TTL decrement and NAT to the IPv4 header at l3, whose
-// first 20 bytes are inside p.
+// first 20 bytes are inside p. Fields are read and written through h, a
+// 20-byte view, so constant offsets need no bounds checks.
 func (s *rewriteStage) ipv4(p []byte, m *rings.Meta, l3 int) {
-	cfg := &s.cfg
+	be := binary.BigEndian
+	ops := s.cfg.ops
+	h := (*[rwIpv4MinHdr]byte)(p[l3:])
 	var ipAcc uint32
-	if cfg.ops&rwTTL != 0 {
-		old := binary.BigEndian.Uint16(p[l3+rwIpv4TTLOff:])
-		p[l3+rwIpv4TTLOff]-- // > 1: checked by rwTtlExpired
+	if ops&rwTTL != 0 {
+		old := be.Uint16(h[rwIpv4TTLOff:])
+		h[rwIpv4TTLOff]-- // > 1: checked by rwTtlExpired
 		ipAcc = csumWord(ipAcc, old, old-0x100)
-		m.TTL = p[l3+rwIpv4TTLOff]
+		m.TTL = h[rwIpv4TTLOff]
 	}
-	if cfg.ops&rwNATOps != 0 {
-		ihl := int(p[l3]&0xf) * 4
+	if ops&rwNATOps != 0 {
+		ihl := int(h[0]&0xf) * 4
 		if ihl < rwIpv4MinHdr || l3+ihl > len(p) {
 			s.truncated.add(uint32(len(p)))
 		} else {
-			ipAcc = s.nat4(p, m, l3, ihl, ipAcc)
+			var cut bool
+			if ipAcc, cut = s.nat4(h, p[l3+ihl:], m, ipAcc); cut {
+				s.truncated.add(uint32(len(p)))
+			}
 		}
 	}
-	csum := p[l3+rwIpv4CsumOff : l3+rwIpv4CsumOff+2]
-	binary.BigEndian.PutUint16(csum, csumApply(binary.BigEndian.Uint16(csum), ipAcc))
+	csum := h[rwIpv4CsumOff : rwIpv4CsumOff+2]
+	be.PutUint16(csum, csumApply(be.Uint16(csum), ipAcc))
 }
 
-// nat4 rewrites addresses and ports of the IPv4 packet at l3 (header length
-// ihl, wholly inside p), fixes the TCP/UDP checksum, and returns ipAcc plus
-// the IP header changes.
-func (s *rewriteStage) nat4(p []byte, m *rings.Meta, l3, ihl int, ipAcc uint32) uint32 {
+// nat4 rewrites addresses and ports of the IPv4 packet whose first 20
+// header bytes are h and whose L4 part (up to the frame's end) is l, fixes
+// the TCP/UDP checksum, and returns ipAcc plus the IP header changes and
+// whether the L4 checksum lay past the frame's end.
+func (s *rewriteStage) nat4(h *[rwIpv4MinHdr]byte, l []byte, m *rings.Meta, ipAcc uint32) (uint32, bool) {
+	be := binary.BigEndian
 	cfg := &s.cfg
-	proto := p[l3+rwIpv4ProtoOff]
-	l4 := l3 + ihl
+	proto := h[rwIpv4ProtoOff]
 	// Only TCP and UDP carry ports and a pseudo-header checksum, and only
 	// in an unfragmented packet or a first fragment.
-	var csumOff int
-	switch {
-	case binary.BigEndian.Uint16(p[l3+rwIpv4FragOff:])&0x1fff != 0:
-		csumOff = -1
-	case proto == rwIpProtoTCP:
-		csumOff = l4 + rwTcpCsumOff
-	case proto == rwIpProtoUDP:
-		csumOff = l4 + rwUdpCsumOff
-	default:
-		csumOff = -1
+	csumOff := -1
+	if be.Uint16(h[rwIpv4FragOff:])&0x1fff == 0 {
+		switch proto {
+		case rwIpProtoTCP:
+			csumOff = rwTcpCsumOff
+		case rwIpProtoUDP:
+			csumOff = rwUdpCsumOff
+		}
 	}
 	hasL4 := csumOff >= 0
 	var l4Acc uint32
 	if cfg.ops&rwSNAT != 0 {
-		a := p[l3+rwIpv4SrcOff : l3+rwIpv4SrcOff+4]
-		ipAcc = csumAddr4(ipAcc, a, cfg.snat.addr[:])
-		l4Acc = csumAddr4(l4Acc, a, cfg.snat.addr[:])
-		copy(a, cfg.snat.addr[:])
-		copy(m.SrcIP[:4], cfg.snat.addr[:])
-		if cfg.snat.hasPort && hasL4 && l4+2 <= len(p) {
-			l4Acc = csumWord(l4Acc, binary.BigEndian.Uint16(p[l4:]), cfg.snat.port)
-			binary.BigEndian.PutUint16(p[l4:], cfg.snat.port)
+		d := csumAddrDelta(be.Uint32(h[rwIpv4SrcOff:]), cfg.snat.addrSum)
+		ipAcc += d
+		l4Acc += d
+		*(*[4]byte)(h[rwIpv4SrcOff : rwIpv4SrcOff+4]) = cfg.snat.addr
+		*(*[4]byte)(m.SrcIP[:4]) = cfg.snat.addr
+		if cfg.snat.hasPort && hasL4 && len(l) >= 2 {
+			l4Acc = csumWord(l4Acc, be.Uint16(l), cfg.snat.port)
+			be.PutUint16(l, cfg.snat.port)
 			m.SrcPort = cfg.snat.port
 		}
 	}
 	if cfg.ops&rwDNAT != 0 {
-		a := p[l3+rwIpv4DstOff : l3+rwIpv4DstOff+4]
-		ipAcc = csumAddr4(ipAcc, a, cfg.dnat.addr[:])
-		l4Acc = csumAddr4(l4Acc, a, cfg.dnat.addr[:])
-		copy(a, cfg.dnat.addr[:])
-		copy(m.DstIP[:4], cfg.dnat.addr[:])
-		if cfg.dnat.hasPort && hasL4 && l4+4 <= len(p) {
-			l4Acc = csumWord(l4Acc, binary.BigEndian.Uint16(p[l4+2:]), cfg.dnat.port)
-			binary.BigEndian.PutUint16(p[l4+2:], cfg.dnat.port)
+		d := csumAddrDelta(be.Uint32(h[rwIpv4DstOff:]), cfg.dnat.addrSum)
+		ipAcc += d
+		l4Acc += d
+		*(*[4]byte)(h[rwIpv4DstOff : rwIpv4DstOff+4]) = cfg.dnat.addr
+		*(*[4]byte)(m.DstIP[:4]) = cfg.dnat.addr
+		if cfg.dnat.hasPort && hasL4 && len(l) >= 4 {
+			l4Acc = csumWord(l4Acc, be.Uint16(l[2:]), cfg.dnat.port)
+			be.PutUint16(l[2:], cfg.dnat.port)
 			m.DstPort = cfg.dnat.port
 		}
 	}
 	if hasL4 {
-		if csumOff+2 > len(p) {
-			s.truncated.add(uint32(len(p)))
-			return ipAcc
+		if csumOff+2 > len(l) {
+			return ipAcc, true
 		}
-		hc := binary.BigEndian.Uint16(p[csumOff:])
+		csum := l[csumOff : csumOff+2]
+		hc := be.Uint16(csum)
 		if proto == rwIpProtoUDP && hc == 0 {
-			return ipAcc // UDP without a checksum stays without one
+			return ipAcc, false // UDP without a checksum stays without one
 		}
 		n := csumApply(hc, l4Acc)
 		if proto == rwIpProtoUDP && n == 0 {
 			n = 0xffff // RFC 768: a computed zero is sent as all ones
 		}
-		binary.BigEndian.PutUint16(p[csumOff:], n)
+		be.PutUint16(csum, n)
 	}
-	return ipAcc
+	return ipAcc, false
 }
 
 // rwTtlExpired reports whether p is an IP packet whose TTL or hop limit is 0
