@@ -5,7 +5,7 @@ package pipelines
 //	HC' = ~(~HC + ~m + m')
 //
 // for every 16-bit word m that changes to m'. A stage accumulates the
-// ~m + m' terms of all the words it changes with csumWord/csumAddr4 and
+// ~m + m' terms of all the words it changes with csumWord/csumAddrDelta and
 // applies the sum once with csumApply, so rewriting a header costs a few
 // adds instead of a pass over the packet. Equation 3 (not equation 2) is the
 // form that never produces -0 where a full recompute would not.
@@ -15,17 +15,9 @@ func csumWord(acc uint32, old, new uint16) uint32 {
 	return acc + uint32(^old) + uint32(new)
 }
 
-// csumAddr4 adds the change of a 4-byte field (an IPv4 address) from old to
-// new to acc.
-func csumAddr4(acc uint32, old, new []byte) uint32 {
-	_, _ = old[3], new[3]
-	acc = csumWord(acc, uint16(old[0])<<8|uint16(old[1]), uint16(new[0])<<8|uint16(new[1]))
-	return csumWord(acc, uint16(old[2])<<8|uint16(old[3]), uint16(new[2])<<8|uint16(new[3]))
-}
-
 // csumAddrDelta returns the change of an IPv4 address from old (read as a
 // big-endian uint32) to the address whose two 16-bit words sum to newSum
-// (csumAddrSum): what csumAddr4 adds, with the new address's half done
+// (csumAddrSum): two csumWord terms, with the new address's half summed
 // once at build time.
 func csumAddrDelta(old uint32, newSum uint32) uint32 {
 	return uint32(^uint16(old>>16)) + uint32(^uint16(old)) + newSum
