@@ -244,6 +244,13 @@ func groupKey(p *projRule) int {
 			key |= 1 << i
 		}
 	}
+	// Single-family rules also group by family: a tree then holds IPv4 or
+	// IPv6 rules, and its dL3 and address gates reject the other family.
+	if l3 := p.dims[dL3]; len(l3) > 0 {
+		if f := l3[0].lo >> 9; f == l3[len(l3)-1].hi>>9 {
+			key |= int(f) << len(narrow)
+		}
+	}
 	return key
 }
 
@@ -296,7 +303,8 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 	b := &treeBuilder{proj: proj, c: c, ruleChecks: checks, ruleExact: exact}
 	for _, g := range sets {
 		b.used, b.budget = 0, treeBudget(len(g))
-		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0]})
+		gOff, gN := buildGates(c, proj, g)
+		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0], gOff: gOff, gN: gN})
 	}
 	slices.SortFunc(c.trees, func(a, b cTree) int { return int(a.minRule - b.minRule) })
 	return c
@@ -356,6 +364,7 @@ func (b *treeBuilder) build(rs []int32) []cNode {
 			if d, t, ok := b.split(live, &p.reg); ok {
 				l, r := pending{idx: int32(len(nodes)), rules: live, reg: p.reg, depth: p.depth + 1}, pending{idx: int32(len(nodes) + 1), rules: live, reg: p.reg, depth: p.depth + 1}
 				l.reg[d].hi, r.reg[d].lo = t-1, t
+				// Adjacent children: lookup computes b as a+1.
 				nodes[p.idx] = cNode{dim: uint8(d), thr: t, a: l.idx, b: r.idx}
 				nodes = append(nodes, cNode{}, cNode{})
 				q = append(q, l, r)

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -191,7 +192,9 @@ const leafDim = 255
 // cTree is one rule group's tree.
 type cTree struct {
 	nodes   []cNode
-	minRule int32 // lowest rule index in the group
+	minRule int32  // lowest rule index in the group
+	gOff    uint32 // gates[gOff:gOff+gN] (filter_gate.go)
+	gN      uint8
 }
 
 // filterClassifier finds the first rule a packet matches. It is immutable
@@ -202,7 +205,10 @@ type filterClassifier struct {
 	pool   []ival
 	exact  []filterExact
 	trees  []cTree
-	n      int32 // number of rules: lookup's "no match"
+	gates  []cGate
+	// gateBits holds every gate's bitmap.
+	gateBits []uint64
+	n        int32 // number of rules: lookup's "no match"
 }
 
 // lookup returns the index of the first rule m matches, or c.n.
@@ -215,14 +221,17 @@ func (c *filterClassifier) lookup(m *rings.Meta) int32 {
 		if t.minRule >= best {
 			break // trees are sorted by minRule
 		}
+		if !c.gatesPass(t, &k) {
+			continue
+		}
 		nodes := t.nodes
 		nd := &nodes[0]
 		for nd.dim != leafDim {
-			if k[nd.dim] < nd.thr {
-				nd = &nodes[nd.a]
-			} else {
-				nd = &nodes[nd.b]
-			}
+			// A conditional move, not a branch: the direction is as good
+			// as random, and a mispredict costs more than the wait.
+			// Children are adjacent (b == a+1, see treeBuilder.build).
+			_, lt := bits.Sub64(k[nd.dim], nd.thr, 0) // 1 when key < thr
+			nd = &nodes[nd.a+1-int32(lt)]
 		}
 		for i := nd.a; i < nd.b; i++ {
 			lr := &c.leaves[i]

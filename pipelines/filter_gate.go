@@ -1,0 +1,157 @@
+package pipelines
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// Tree gates: a cheap necessary condition checked before walking a group's
+// tree, so that traffic missing a whole group (the common case for an ACL:
+// most packets match no rule) costs a few loads per group instead of a
+// walk of a dozen unpredictable branches.
+//
+// A rule can only match a key whose value in dimension d lies in the rule's
+// interval set on d. For a dimension that every rule of a group constrains,
+// the union of those sets is a necessary condition for the group. A gate
+// stores that union as a bitmap of at most 65536 buckets: the values the
+// union spans share a common high prefix (base); the 16 bits just below it
+// index the bitmap, so the resolution adapts to the group (rules within
+// 198.18.0.0/15 get /31 buckets, a port union gets one bucket per port).
+// Keys outside the span, or in an empty bucket, skip the tree. A bucket is
+// marked when any interval touches it, so the test has false positives
+// (then the tree decides, exactly) but no false negatives.
+//
+// Each tree keeps its sparsest maxGates gates; a gate only earns its place
+// if it can reject something. Memory is at most 8 KiB per gate.
+
+const (
+	maxGates    = 3
+	gateBuckets = 1 << 16
+)
+
+// cGate is one tree gate: key[dim]-base, shifted right by shift, must be a
+// set bit below nbits of bits[off:].
+type cGate struct {
+	base  uint64
+	nbits uint32
+	off   uint32 // in filterClassifier.gateBits
+	shift uint8
+	dim   uint8
+}
+
+// gatesPass reports whether key k passes every gate of tree t.
+func (c *filterClassifier) gatesPass(t *cTree, k *[nDims]uint64) bool {
+	for i := t.gOff; i < t.gOff+uint32(t.gN); i++ {
+		g := &c.gates[i]
+		// Keys outside the span (below base, the subtraction wraps) test
+		// bit nbits, which is always clear: one predictable branch.
+		x := min((k[g.dim]-g.base)>>g.shift, uint64(g.nbits))
+		if c.gateBits[uint64(g.off)+x>>6]&(1<<(x&63)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gateDims are the dimensions gates may test. dSrcLo/dDstLo are left out:
+// only long IPv6 prefixes constrain them, and their high half's gate
+// already separates those.
+var gateDims = [...]int{dL3, dSrcHi, dDstHi, dSport, dDport, dVLAN, dClass, dTCP, dFrag}
+
+// buildGates computes the gates of the tree over rules rs and appends them
+// to c, returning their offset and count.
+func buildGates(c *filterClassifier, proj []projRule, rs []int32) (off uint32, n uint8) {
+	type cand struct {
+		g    cGate
+		bm   []uint64
+		fill float64 // fraction of the dimension's values the gate lets through, roughly
+	}
+	var cands []cand
+	for _, d := range gateDims {
+		lo, hi, all := maxUint64, uint64(0), true
+		for _, r := range rs {
+			s := proj[r].dims[d]
+			if s == nil {
+				all = false
+				break
+			}
+			if len(s) > 0 {
+				lo, hi = min(lo, s[0].lo), max(hi, s[len(s)-1].hi)
+			}
+		}
+		if !all || lo > hi {
+			continue
+		}
+		// The bits below the common prefix of lo and hi vary; index with the
+		// top 16 of them.
+		vary := 64 - bits.LeadingZeros64(lo^hi)
+		shift := max(vary-16, 0)
+		base := uint64(0)
+		if vary < 64 {
+			base = lo &^ (uint64(1)<<vary - 1)
+		}
+		nbits := (hi-base)>>shift + 1
+		bm := make([]uint64, nbits/64+1) // bit nbits stays clear
+		for _, r := range rs {
+			for _, iv := range proj[r].dims[d] {
+				setBits(bm, (iv.lo-base)>>shift, (iv.hi-base)>>shift)
+			}
+		}
+		set := 0
+		for _, w := range bm {
+			set += bits.OnesCount64(w)
+		}
+		// The share of the dimension's values (in buckets) that pass: the
+		// set buckets over all the buckets the whole dimension would span.
+		span := float64(dimMax[d]>>shift) + 1
+		fill := float64(set) / span
+		if fill > 0.5 {
+			continue // rejects too little to pay for its load
+		}
+		cands = append(cands, cand{g: cGate{base: base, nbits: uint32(nbits), shift: uint8(shift), dim: uint8(d)}, bm: bm, fill: fill})
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		switch ta, tb := gateTier(a.g.dim), gateTier(b.g.dim); {
+		case ta != tb:
+			return ta - tb
+		case a.fill < b.fill:
+			return -1
+		case a.fill > b.fill:
+			return 1
+		}
+		return 0
+	})
+	off = uint32(len(c.gates))
+	for _, cd := range cands[:min(len(cands), maxGates)] {
+		cd.g.off = uint32(len(c.gateBits))
+		c.gateBits = append(c.gateBits, cd.bm...)
+		c.gates = append(c.gates, cd.g)
+		n++
+	}
+	return off, n
+}
+
+// gateTier ranks gate dimensions: addresses, ports and VLANs first, as
+// traffic varies most there; protocol, class, flags and fragment gates
+// mostly pass ordinary traffic however sparse they look.
+func gateTier(d uint8) int {
+	switch d {
+	case dSrcHi, dDstHi, dSport, dDport, dVLAN:
+		return 0
+	}
+	return 1
+}
+
+// setBits sets bits a..b (inclusive) of bm.
+func setBits(bm []uint64, a, b uint64) {
+	for w := a >> 6; w <= b>>6; w++ {
+		m := maxUint64
+		if w == a>>6 {
+			m &= maxUint64 << (a & 63)
+		}
+		if w == b>>6 {
+			m &= maxUint64 >> (63 - b&63)
+		}
+		bm[w] |= m
+	}
+}
