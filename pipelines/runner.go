@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
@@ -93,43 +94,47 @@ func (r *Runner) Process(b *rings.Batch) {
 }
 
 // run takes packets [start, end) of b through the graph.
+//
+// A node's bytes are the packets' Desc.Len as they arrive at it, so they
+// are counted when the packets arrive: at the entry while its vector is
+// filled, and at every other node while its predecessor scatters (a stage
+// may resize packets, so a vector's sum cannot be carried across a
+// stage). Terminals then only write the verdict.
 func (r *Runner) run(b *rings.Batch, start, end int) {
 	entry := &r.nodes[r.topo[0]]
 	v := entry.vec[:end-start]
-	for k := range v {
+	var bytes uint64
+	for k, d := range b.Descs[start:end] {
 		v[k] = uint16(start + k)
+		bytes += uint64(d.Len)
 	}
 	entry.vec = v
+	entry.bytes += bytes
 	var t0 time.Time
 	if r.timing {
 		t0 = time.Now()
 	}
-	descs, meta := b.Descs, b.Meta
+	meta := b.Meta
 	for _, ni := range r.topo {
 		nd := &r.nodes[ni]
 		idx := nd.vec
 		if len(idx) == 0 {
 			continue
 		}
-		var bytes uint64
 		if nd.terminal {
+			verdict, target := nd.verdict, nd.target
 			for _, i := range idx {
-				bytes += uint64(descs[i].Len)
 				m := &meta[i]
-				m.Verdict, m.Target = nd.verdict, nd.target
+				m.Verdict, m.Target = verdict, target
 			}
 			nd.vec = idx[:0]
 		} else {
-			for _, i := range idx {
-				bytes += uint64(descs[i].Len)
-			}
 			next := r.next[:len(idx)]
 			nd.stage.Process(b, idx, next)
-			r.scatter(nd, idx, next)
+			r.scatter(nd, b.Descs, idx, next)
 		}
 		nd.calls++
 		nd.packets += uint64(len(idx))
-		nd.bytes += bytes
 		if r.timing {
 			t1 := time.Now()
 			nd.nanos += uint64(t1.Sub(t0))
@@ -139,21 +144,16 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 }
 
 // scatter moves nd's packets to the vectors of the nodes their edges lead
-// to, leaving nd's vector empty. Successors come later in topological
-// order, and a packet sits in one vector at a time, so no vector overflows
-// its capacity.
-func (r *Runner) scatter(nd *rnode, idx []uint16, next []Edge) {
+// to, leaving nd's vector empty, and counts their bytes at the nodes they
+// arrive at. Successors come later in topological order, and a packet sits
+// in one vector at a time, so no vector overflows its capacity.
+func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edge) {
+	idx = idx[:len(next)]
 	e0 := next[0]
-	same := true
-	for _, e := range next[1:] {
-		if e != e0 {
-			same = false
-			break
-		}
-	}
-	if same {
+	if allEqual(next, e0) {
 		nd.edgePackets[e0] += uint64(len(idx))
 		dst := &r.nodes[nd.table[e0]]
+		dst.bytes += sumLen(descs, idx)
 		if len(dst.vec) == 0 {
 			// Fast path: hand over the whole vector, take the empty one.
 			dst.vec, nd.vec = idx, dst.vec
@@ -164,11 +164,49 @@ func (r *Runner) scatter(nd *rnode, idx []uint16, next []Edge) {
 		return
 	}
 	for k, e := range next {
+		i := idx[k]
 		nd.edgePackets[e]++
 		dst := &r.nodes[nd.table[e]]
-		dst.vec = append(dst.vec, idx[k])
+		dst.bytes += uint64(descs[i].Len)
+		dst.vec = append(dst.vec, i)
 	}
 	nd.vec = idx[:0]
+}
+
+// allEqual reports whether every edge in next is e, comparing eight at a
+// time.
+func allEqual(next []Edge, e Edge) bool {
+	w := uint64(e) * 0x0101010101010101
+	k := 0
+	for ; k+8 <= len(next); k += 8 {
+		if binary.LittleEndian.Uint64(next[k:k+8]) != w {
+			return false
+		}
+	}
+	for _, x := range next[k:] {
+		if x != e {
+			return false
+		}
+	}
+	return true
+}
+
+// sumLen returns the sum of Desc.Len of the packets idx names, with four
+// independent sums so the loads overlap.
+func sumLen(descs []rings.Desc, idx []uint16) uint64 {
+	var s0, s1, s2, s3 uint64
+	k := 0
+	for ; k+4 <= len(idx); k += 4 {
+		q := idx[k : k+4 : k+4]
+		s0 += uint64(descs[q[0]].Len)
+		s1 += uint64(descs[q[1]].Len)
+		s2 += uint64(descs[q[2]].Len)
+		s3 += uint64(descs[q[3]].Len)
+	}
+	for _, i := range idx[k:] {
+		s0 += uint64(descs[i].Len)
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // NodeStats counts what one node of a graph did.

@@ -273,3 +273,44 @@ func TestRunnerNodesCount(t *testing.T) {
 		t.Errorf("nodes = %s, want %s", got, want)
 	}
 }
+
+// TestRunnerBytesAfterResize checks that a node's bytes are its packets'
+// lengths as they arrive: after a stage that pushes a VLAN tag on the odd
+// packets, both on the whole-vector path and the per-packet one.
+func TestRunnerBytesAfterResize(t *testing.T) {
+	g := tkLoad(t, `name: p
+stages:
+  - {name: mark, type: t_mark}
+  - {name: push, type: rewrite, push_vlan: 7}
+  - {name: par, type: t_parity, odd: odd}
+  - {name: even, type: t_mark, next: out}
+  - {name: odd, type: rewrite, push_vlan: 9}
+  - {name: out, type: tx, port: p0}
+`)
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := rings.NewBatch(64, a)
+	var in, odd uint64
+	for i := 0; i < 64; i++ {
+		addr, _ := a.Alloc()
+		b.Append(rings.Desc{Addr: addr, Len: uint32(60 + i)}, uint64(i), 0)
+		in += uint64(60 + i)
+		if i%2 == 1 {
+			odd += uint64(60 + i)
+		}
+	}
+	r := g.NewRunner(RunnerOptions{})
+	r.Process(b)
+	want := map[string]uint64{
+		"mark": in, "push": in, "par": in + 4*64,
+		"even": in + 4*64 - (odd + 4*32), "odd": odd + 4*32,
+		"out": in + 4*64 + 4*32,
+	}
+	for _, s := range r.Stats(nil) {
+		if w, ok := want[s.Name]; ok && s.Bytes != w {
+			t.Errorf("%s: %d bytes, want %d", s.Name, s.Bytes, w)
+		}
+	}
+}
