@@ -36,9 +36,12 @@ import (
 // compares one key dimension against a threshold; a leaf lists at most a
 // handful of rules in priority order, each fully checked. Building prunes,
 // in each node's region, every rule after the first one that covers the
-// whole region, since first match wins. A lookup walks each group's tree and
-// keeps the lowest matching rule index, skipping groups whose first rule is
-// already behind the best match. Everything is flat slices built once per
+// whole region, since first match wins. Single-family rules are also
+// grouped by family. Each tree has up to 3 gates (filter_gate.go): bitmaps
+// over dimensions every rule of the group constrains, a necessary condition
+// tested before the walk. A lookup walks each group's tree whose gates pass
+// (branch-free: children are adjacent) and keeps the lowest matching rule
+// index, skipping groups whose first rule is already behind the best match. Everything is flat slices built once per
 // Build and shared read-only by every worker instance.
 
 const (
