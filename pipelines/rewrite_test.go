@@ -788,3 +788,26 @@ func FuzzRewriteFastPaths(f *testing.F) {
 		rwAgree(t, a, addrs, tpls[int(which)%len(tpls)], pkt, a.Headroom()-int(which>>4)%8, m)
 	})
 }
+
+// TestRewriteFastPathsZeroAlloc checks that Process allocates nothing for
+// every option set in rwFastCfgs (the MAC-only loop and the general path).
+func TestRewriteFastPathsZeroAlloc(t *testing.T) {
+	for _, cfg := range rwFastCfgs {
+		st := stMustBuild(t, rewriteKind, cfg).NewInstance()
+		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
+		idx := make([]uint16, b.Len())
+		for i := range idx {
+			idx[i] = uint16(i)
+		}
+		next := make([]Edge, b.Len())
+		allocs := testing.AllocsPerRun(100, func() {
+			for i := range b.Meta {
+				b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
+			}
+			st.Process(b, idx, next)
+		})
+		if allocs != 0 {
+			t.Fatalf("%s: Process allocates %v times per batch", cfg, allocs)
+		}
+	}
+}
