@@ -54,4 +54,31 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("macswap/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, macswap), 0) })
 	b.Run("default-shape/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 0) })
 	b.Run("default-shape/1worker", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 1) })
+	b.Run("embedded-default/stream", benchDefaultStream)
+}
+
+// benchDefaultStream runs the embedded default pipeline as `warpctl
+// replay` does: mixed.pcap streamed from the file (read and copied into
+// frames on every pass, b.N passes), one worker, null outputs.
+func benchDefaultStream(b *testing.B) {
+	g, err := pipelines.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+	cfg.Engine.Timing = false
+	cfg.Replay.Loops = b.N
+	b.ReportAllocs()
+	b.ResetTimer()
+	rep, err := Replay(cfg)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !rep.Balanced {
+		b.Fatal(rep.AccountingLine())
+	}
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(rep.Received)
+	b.ReportMetric(ns, "ns/pkt")
+	b.ReportMetric(1e3/ns, "Mpps")
 }

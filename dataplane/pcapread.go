@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
@@ -85,6 +86,10 @@ type recordReader struct {
 // newRecordReader reads src's file header and checks its link type.
 func newRecordReader(name string, src io.Reader) (*recordReader, error) {
 	r := &recordReader{name: name}
+	// One large buffer under everything: pcapgo reads each record header
+	// and body with separate small reads, which would otherwise be one
+	// syscall per 4 KiB of capture.
+	src = bufio.NewReaderSize(src, 64<<10)
 	r.budget.r = src
 	var head [4]byte
 	if err := r.readMagic(head[:]); err != nil {
