@@ -301,11 +301,13 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 		sets = append(sets, small)
 	}
 	b := &treeBuilder{proj: proj, c: c, ruleChecks: checks, ruleExact: exact}
-	for _, g := range sets {
+	gOffs, gNs := make([]uint32, len(sets)), make([]uint8, len(sets))
+	for i, g := range sets {
 		b.used, b.budget = 0, treeBudget(len(g))
-		gOff, gN := buildGates(c, proj, g)
-		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0], gOff: gOff, gN: gN})
+		gOffs[i], gNs[i] = buildGates(c, proj, g)
+		c.trees = append(c.trees, cTree{nodes: b.build(g), minRule: g[0], gOff: gOffs[i], gN: gNs[i]})
 	}
+	buildPreGates(c, proj, sets, gOffs, gNs)
 	slices.SortFunc(c.trees, func(a, b cTree) int { return int(a.minRule - b.minRule) })
 	return c
 }

@@ -209,7 +209,9 @@ type filterClassifier struct {
 	exact  []filterExact
 	trees  []cTree
 	gates  []cGate
-	// gateBits holds every gate's bitmap.
+	// pre are the pre-gates (filter_gate.go), tested before any tree.
+	pre []cGate
+	// gateBits holds every gate's and pre-gate's bitmap.
 	gateBits []uint64
 	n        int32 // number of rules: lookup's "no match"
 }
@@ -218,6 +220,9 @@ type filterClassifier struct {
 func (c *filterClassifier) lookup(m *rings.Meta) int32 {
 	var k [nDims]uint64
 	filterKey(m, &k)
+	if !c.prePass(&k) {
+		return c.n
+	}
 	best := c.n
 	for ti := range c.trees {
 		t := &c.trees[ti]

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"maps"
 	"math/bits"
 	"slices"
 )
@@ -68,47 +69,11 @@ func buildGates(c *filterClassifier, proj []projRule, rs []int32) (off uint32, n
 	}
 	var cands []cand
 	for _, d := range gateDims {
-		lo, hi, all := maxUint64, uint64(0), true
-		for _, r := range rs {
-			s := proj[r].dims[d]
-			if s == nil {
-				all = false
-				break
-			}
-			if len(s) > 0 {
-				lo, hi = min(lo, s[0].lo), max(hi, s[len(s)-1].hi)
-			}
-		}
-		if !all || lo > hi {
-			continue
-		}
-		// The bits below the common prefix of lo and hi vary; index with the
-		// top 16 of them.
-		vary := 64 - bits.LeadingZeros64(lo^hi)
-		shift := max(vary-16, 0)
-		base := uint64(0)
-		if vary < 64 {
-			base = lo &^ (uint64(1)<<vary - 1)
-		}
-		nbits := (hi-base)>>shift + 1
-		bm := make([]uint64, nbits/64+1) // bit nbits stays clear
-		for _, r := range rs {
-			for _, iv := range proj[r].dims[d] {
-				setBits(bm, (iv.lo-base)>>shift, (iv.hi-base)>>shift)
-			}
-		}
-		set := 0
-		for _, w := range bm {
-			set += bits.OnesCount64(w)
-		}
-		// The share of the dimension's values (in buckets) that pass: the
-		// set buckets over all the buckets the whole dimension would span.
-		span := float64(dimMax[d]>>shift) + 1
-		fill := float64(set) / span
-		if fill > 0.5 {
+		g, bm, fill, ok := makeGate(proj, rs, d)
+		if !ok || fill > 0.5 {
 			continue // rejects too little to pay for its load
 		}
-		cands = append(cands, cand{g: cGate{base: base, nbits: uint32(nbits), shift: uint8(shift), dim: uint8(d)}, bm: bm, fill: fill})
+		cands = append(cands, cand{g: g, bm: bm, fill: fill})
 	}
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		switch ta, tb := gateTier(a.g.dim), gateTier(b.g.dim); {
@@ -129,6 +94,49 @@ func buildGates(c *filterClassifier, proj []projRule, rs []int32) (off uint32, n
 		n++
 	}
 	return off, n
+}
+
+// makeGate builds the gate of dimension d over rules rs and the share of
+// the dimension's values it lets through, roughly; ok is false when some
+// rule of rs leaves d unconstrained (or no value can pass).
+func makeGate(proj []projRule, rs []int32, d int) (g cGate, bm []uint64, fill float64, ok bool) {
+	lo, hi := maxUint64, uint64(0)
+	for _, r := range rs {
+		s := proj[r].dims[d]
+		if s == nil {
+			return g, nil, 0, false
+		}
+		if len(s) > 0 {
+			lo, hi = min(lo, s[0].lo), max(hi, s[len(s)-1].hi)
+		}
+	}
+	if lo > hi {
+		return g, nil, 0, false
+	}
+	// The bits below the common prefix of lo and hi vary; index with the
+	// top 16 of them.
+	vary := 64 - bits.LeadingZeros64(lo^hi)
+	shift := max(vary-16, 0)
+	base := uint64(0)
+	if vary < 64 {
+		base = lo &^ (uint64(1)<<vary - 1)
+	}
+	nbits := (hi-base)>>shift + 1
+	bm = make([]uint64, nbits/64+1) // bit nbits stays clear
+	for _, r := range rs {
+		for _, iv := range proj[r].dims[d] {
+			setBits(bm, (iv.lo-base)>>shift, (iv.hi-base)>>shift)
+		}
+	}
+	set := 0
+	for _, w := range bm {
+		set += bits.OnesCount64(w)
+	}
+	// The share of the dimension's values (in buckets) that pass: the
+	// set buckets over all the buckets the whole dimension would span.
+	span := float64(dimMax[d]>>shift) + 1
+	g = cGate{base: base, nbits: uint32(nbits), shift: uint8(shift), dim: uint8(d)}
+	return g, bm, float64(set) / span, true
 }
 
 // gateTier ranks gate dimensions: addresses, ports and VLANs first, as
@@ -154,4 +162,58 @@ func setBits(bm []uint64, a, b uint64) {
 		}
 		bm[w] |= m
 	}
+}
+
+// Pre-gates: a necessary condition for the whole rule set, tested before
+// any tree. A rule can match only if its tree's first gate passes, so the
+// packet can match some rule only if, for some tree, that gate passes. The
+// first gates are merged by dimension (one bitmap over the union of the
+// trees' rules on that dimension), so traffic that no rule can match, the
+// common case for an ACL, goes to the default after one load per merged
+// dimension instead of visiting every tree's gates. A rule set with a
+// gateless tree, or whose first gates span more than maxPreGates
+// dimensions, gets none.
+
+const maxPreGates = 4
+
+// buildPreGates computes the pre-gates over the rule sets sets, whose
+// trees' gates start at gOffs (gNs of them), and appends them to c.
+func buildPreGates(c *filterClassifier, proj []projRule, sets [][]int32, gOffs []uint32, gNs []uint8) {
+	byDim := map[int][]int32{}
+	for i, rs := range sets {
+		if gNs[i] == 0 {
+			return
+		}
+		d := int(c.gates[gOffs[i]].dim)
+		byDim[d] = append(byDim[d], rs...)
+	}
+	if len(byDim) > maxPreGates {
+		return
+	}
+	var pre []cGate
+	for _, d := range slices.Sorted(maps.Keys(byDim)) {
+		g, bm, fill, ok := makeGate(proj, byDim[d], d)
+		if !ok || fill > 0.5 {
+			return // each tree's first gate passed both tests; a union may not
+		}
+		g.off = uint32(len(c.gateBits))
+		c.gateBits = append(c.gateBits, bm...)
+		pre = append(pre, g)
+	}
+	c.pre = pre
+}
+
+// prePass reports whether key k passes some pre-gate, or there are none.
+func (c *filterClassifier) prePass(k *[nDims]uint64) bool {
+	if len(c.pre) == 0 {
+		return true
+	}
+	// No early exit: the common case is a miss on every gate.
+	hit := uint64(0)
+	for i := range c.pre {
+		g := &c.pre[i]
+		x := min((k[g.dim]-g.base)>>g.shift, uint64(g.nbits))
+		hit |= c.gateBits[uint64(g.off)+x>>6] >> (x & 63)
+	}
+	return hit&1 != 0
 }

@@ -17,7 +17,7 @@ func TestFilterGatesDifferential(t *testing.T) {
 	if testing.Short() {
 		sets = 40
 	}
-	gated := 0
+	gated, pregated := 0, 0
 	for range sets {
 		force := 1 + rnd.IntN(63) // bits: src, dst, src_port, dst_port, vlan, proto
 		rules := make([]filterRule, 40+rnd.IntN(160))
@@ -53,15 +53,22 @@ func TestFilterGatesDifferential(t *testing.T) {
 				gated++
 			}
 		}
+		if len(c.pre) > 0 {
+			pregated++
+		}
 		checkAgainstOracle(t, rules, metas)
 	}
 	if gated < sets/2 {
 		t.Fatalf("only %d gated trees over %d rule sets: the test no longer exercises gates", gated, sets)
 	}
+	if pregated < sets/4 {
+		t.Fatalf("only %d of %d rule sets have pre-gates: the test no longer exercises them", pregated, sets)
+	}
 }
 
 // TestFilterGatesSkipMisses pins the point of gates: traffic that matches
-// no rule walks no tree and checks no rule, however many rules there are.
+// no rule walks no tree and checks no rule, however many rules there are,
+// and is turned away by the pre-gates before it visits any tree's gates.
 // (Small sets share one tree whose rules may have no field in common, so
 // it has no gate; its walk is short anyway.)
 func TestFilterGatesSkipMisses(t *testing.T) {
@@ -76,8 +83,16 @@ func TestFilterGatesSkipMisses(t *testing.T) {
 			{"realistic", realisticRules(rnd, n), randomMissMetas(rnd, 1024)},
 		} {
 			c := buildClassifier(set.rules)
+			if len(c.pre) == 0 || len(c.pre) > maxPreGates {
+				t.Fatalf("%s/%d: %d pre-gates, want 1..%d", set.name, n, len(c.pre), maxPreGates)
+			}
 			for i := range set.metas {
 				m := &set.metas[i]
+				var k [nDims]uint64
+				filterKey(m, &k)
+				if c.prePass(&k) {
+					t.Fatalf("%s/%d: missing packet %d passes the pre-gates", set.name, n, i)
+				}
 				if got, want := int(c.lookup(m)), oracleMatch(set.rules, m); got != want || got != n {
 					t.Fatalf("%s/%d: packet %d: lookup %d, oracle %d, want no match (%d)", set.name, n, i, got, want, n)
 				}

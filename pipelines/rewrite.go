@@ -255,6 +255,10 @@ func (s *rewriteStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		s.processMACs(b, idx, next)
 		return
 	}
+	if s.cfg.ops&^rwNAT4Ops == 0 {
+		s.processNAT4(b, idx, next)
+		return
+	}
 	for k, i := range idx {
 		next[k] = s.one(b, int(i))
 	}

@@ -691,6 +691,10 @@ var rwFastCfgs = []string{
 	`{dnat: {addr: 10.0.0.1}}`,
 	`{src_mac: "02:00:00:00:00:01", snat: {addr: 10.0.0.2}, dnat: {addr: 10.0.0.3, port: 1}}`,
 	`{pop_vlan: true, swap_macs: true, ttl_decrement: true}`,
+	// processNAT4: the bench's rewrite, then NAT with each MAC option.
+	`{swap_macs: true, snat: {addr: 198.51.100.1, port: 4000}}`,
+	`{dst_mac: "02:00:00:00:00:02", dnat: {addr: 203.0.113.9, port: 8080}}`,
+	`{snat: {addr: 0.0.0.0, port: 1}, dnat: {addr: 255.255.255.255, port: 65535}}`,
 }
 
 // rwAgree runs tpl's Process and its general per-packet path on copies of
@@ -790,7 +794,8 @@ func FuzzRewriteFastPaths(f *testing.F) {
 }
 
 // TestRewriteFastPathsZeroAlloc checks that Process allocates nothing for
-// every option set in rwFastCfgs (the MAC-only loop and the general path).
+// every option set in rwFastCfgs (the MAC-only and NAT loops and the
+// general path).
 func TestRewriteFastPathsZeroAlloc(t *testing.T) {
 	for _, cfg := range rwFastCfgs {
 		st := stMustBuild(t, rewriteKind, cfg).NewInstance()
