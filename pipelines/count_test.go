@@ -2,7 +2,9 @@ package pipelines
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/warpflow/warpflow/rings"
@@ -110,21 +112,82 @@ func TestCountSubset(t *testing.T) {
 	}
 }
 
-func TestCountZeroAlloc(t *testing.T) {
-	st := stMustBuild(t, countKind, `{by: [protocol, vlan, class]}`).NewInstance()
-	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-	idx := make([]uint16, b.Len())
-	for i := range idx {
-		idx[i] = uint16(i)
+// TestCountProtocolRuns checks the by: [protocol] loop, which adds up runs
+// of one protocol, against the general loop (by: [protocol, vlan]) on random
+// subsets of packets with runs of every length.
+func TestCountProtocolRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	protos := []uint8{6, 17, 17, 17, 1, 0, 255}
+	for range 50 {
+		metas := make([]rings.Meta, 1+r.IntN(200))
+		lens := make([]int, len(metas))
+		for i := range metas {
+			if i == 0 || r.IntN(4) == 0 {
+				metas[i] = rings.Meta{Flags: rings.FlagIPv4, IPProto: protos[r.IntN(len(protos))]}
+				if r.IntN(5) == 0 {
+					metas[i].Flags = rings.FlagARP
+				}
+			} else {
+				metas[i] = metas[i-1]
+			}
+			lens[i] = 14 + r.IntN(200)
+		}
+		b := countBatch(t, metas, lens)
+		var idx []uint16
+		for i := range metas {
+			if r.IntN(8) != 0 {
+				idx = append(idx, uint16(i))
+			}
+		}
+		var reps [2][]Counter
+		for v, cfg := range []string{`{by: [protocol]}`, `{by: [protocol, vlan]}`} {
+			st := stMustBuild(t, countKind, cfg).NewInstance()
+			next := make([]Edge, len(idx))
+			for k := range next {
+				next[k] = 9
+			}
+			st.Process(b, idx, next)
+			st.Process(b, idx, next)
+			for k, e := range next {
+				if e != 0 {
+					t.Fatalf("%s: edge %d of packet %d", cfg, e, idx[k])
+				}
+			}
+			for _, c := range st.(Reporter).Report(nil) {
+				if !strings.HasPrefix(c.Key, "vlan=") {
+					reps[v] = append(reps[v], c)
+				}
+			}
+		}
+		if !reflect.DeepEqual(reps[0], reps[1]) {
+			t.Fatalf("by protocol %v\ngeneral     %v", reps[0], reps[1])
+		}
 	}
-	next := make([]Edge, b.Len())
-	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
-		t.Fatalf("Process allocates %v times per batch", n)
+}
+
+func TestCountZeroAlloc(t *testing.T) {
+	for _, cfg := range []string{`{by: [protocol, vlan, class]}`, `{by: [protocol]}`} {
+		st := stMustBuild(t, countKind, cfg).NewInstance()
+		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
+		idx := make([]uint16, b.Len())
+		for i := range idx {
+			idx[i] = uint16(i)
+		}
+		next := make([]Edge, b.Len())
+		if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
+			t.Fatalf("%s: Process allocates %v times per batch", cfg, n)
+		}
 	}
 }
 
 func BenchmarkCount(b *testing.B) {
-	st := stMustBuild(b, countKind, `{by: [protocol, vlan, class]}`).NewInstance()
+	for _, by := range []string{"protocol", "protocol, vlan, class"} {
+		b.Run("by="+by, func(b *testing.B) { benchCount(b, "{by: ["+by+"]}") })
+	}
+}
+
+func benchCount(b *testing.B, cfg string) {
+	st := stMustBuild(b, countKind, cfg).NewInstance()
 	const n = 64
 	batch := stFillBatch(b, stArena(b), stBenchPackets(b, n))
 	idx := make([]uint16, n)

@@ -103,3 +103,32 @@ func randomMissMetas(rnd *rand.Rand, count int) []rings.Meta {
 	}
 	return metas
 }
+
+// BenchmarkFilterMissStage is BenchmarkFilterMiss's bench set through the
+// stage's Process, with its per-rule hit counters.
+func BenchmarkFilterMissStage(b *testing.B) {
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 64
+	tpl, bad := newFilterTemplate(benchShapedRules(1000), Target{}, Target{Stage: "next"})
+	if bad != nil {
+		b.Fatal(bad)
+	}
+	st := tpl.NewInstance()
+	batch := rings.NewBatch(n, a)
+	batch.SetLen(n)
+	copy(batch.Meta, missMetas(n))
+	idx := make([]uint16, n)
+	for i := range idx {
+		idx[i] = uint16(i)
+		batch.Descs[i].Len = 64
+	}
+	next := make([]Edge, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		st.Process(batch, idx, next)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pkt")
+}
