@@ -39,7 +39,9 @@ import (
 // whole region, since first match wins. Single-family rules are also
 // grouped by family. Each tree has up to 3 gates (filter_gate.go): bitmaps
 // over dimensions every rule of the group constrains, a necessary condition
-// tested before the walk. A lookup walks each group's tree whose gates pass
+// tested before the walk; the pre-gates, the first gates merged by
+// dimension, are tested before any tree. A lookup whose pre-gates pass
+// walks each group's tree whose gates pass
 // (branch-free: children are adjacent) and keeps the lowest matching rule
 // index, skipping groups whose first rule is already behind the best match. Everything is flat slices built once per
 // Build and shared read-only by every worker instance.
