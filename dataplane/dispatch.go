@@ -101,12 +101,9 @@ func (e *Engine) sample(d rings.Desc, mask uint32) {
 			continue
 		}
 		s := &e.samples[k]
-		keep := false
-		switch s.info.Mode {
-		case "every":
+		keep := s.candidate < s.info.N // first N
+		if s.every {
 			keep = s.candidate%s.info.N == 0
-		case "first":
-			keep = s.candidate < s.info.N
 		}
 		s.candidate++
 		if keep {

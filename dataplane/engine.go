@@ -110,6 +110,7 @@ func (e *Engine) noteSampleError(k int, err error) {
 
 type sampler struct {
 	info      pipelines.SamplerInfo
+	every     bool // Mode "every" (1 in N), else "first" (the first N)
 	sink      Port
 	candidate uint64
 	written   uint64
@@ -159,7 +160,13 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.txList = append(e.txList, make([]rings.Desc, 0, e.batch))
 	}
 	for _, s := range g.Samplers() {
-		e.samples = append(e.samples, sampler{info: s, sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
+		if s.Mode != "every" && s.Mode != "first" {
+			return nil, fmt.Errorf("sample stage %q: unknown mode %q", s.Stage, s.Mode)
+		}
+		if s.N == 0 {
+			return nil, fmt.Errorf("sample stage %q: N must be at least 1", s.Stage)
+		}
+		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
 	e.nReasons = len(g.Reasons())

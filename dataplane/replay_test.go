@@ -201,3 +201,40 @@ func TestSteadyStateAllocations(t *testing.T) {
 	}
 	t.Logf("allocations: 2 passes %d, 200 passes %d", few, many)
 }
+
+// TestSampleModes checks that the engine keeps exactly the sampled packets,
+// in receive order, for both modes and any worker count.
+func TestSampleModes(t *testing.T) {
+	g, err := pipelines.Load("s.yaml", []byte(`name: s
+stages:
+  - {name: parse, type: parse}
+  - {name: first, type: sample, first: 5, file: first.pcap}
+  - {name: every, type: sample, every: 7, file: every.pcap}
+  - {name: out, type: tx, port: out}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref string
+	for _, workers := range []int{0, 2} {
+		out := t.TempDir()
+		rep := replayTo(t, g, "../testdata/captures/mixed.pcap", out, workers, 16)
+		if len(rep.Samples) != 2 {
+			t.Fatalf("samples: %+v", rep.Samples)
+		}
+		first, every := rep.Samples[0], rep.Samples[1]
+		if first.Candidates != 300 || first.Written != 5 {
+			t.Errorf("first 5: %+v", first)
+		}
+		if every.Candidates != 300 || every.Written != (300+6)/7 {
+			t.Errorf("every 7: %+v", every)
+		}
+		if ref == "" {
+			ref = out
+			continue
+		}
+		if diff, err := CompareDirs(out, ref); err != nil || diff != nil {
+			t.Fatalf("samples differ between worker counts: %v %v", diff, err)
+		}
+	}
+}
