@@ -7,14 +7,20 @@ import (
 	"github.com/warpflow/warpflow/rings"
 )
 
-// benchReplay replays the 64-byte bench capture, preloaded, through config
-// inline (no workers) to null ports, b.N passes, and reports per-packet cost.
+// benchReplay replays the 64-byte bench capture, preloaded, through g to
+// null ports, b.N passes, and reports per-packet cost.
 func benchReplay(b *testing.B, g *pipelines.Graph, workers int) {
 	cfg := ReplayConfig{Capture: "../testdata/captures/bench-64.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
 	cfg.Arena = rings.ArenaOptions{Frames: 8192, FrameSize: 2048, Headroom: 256}
 	cfg.Engine.Workers = workers
-	cfg.Engine.Timing = false
 	cfg.Replay.Preload = true
+	runReplayBench(b, cfg)
+}
+
+// runReplayBench runs cfg for b.N passes without per-stage timing and
+// reports ns/pkt and Mpps.
+func runReplayBench(b *testing.B, cfg ReplayConfig) {
+	cfg.Engine.Timing = false
 	cfg.Replay.Loops = b.N
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -65,20 +71,5 @@ func benchDefaultStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
-	cfg.Engine.Timing = false
-	cfg.Replay.Loops = b.N
-	b.ReportAllocs()
-	b.ResetTimer()
-	rep, err := Replay(cfg)
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if !rep.Balanced {
-		b.Fatal(rep.AccountingLine())
-	}
-	ns := float64(b.Elapsed().Nanoseconds()) / float64(rep.Received)
-	b.ReportMetric(ns, "ns/pkt")
-	b.ReportMetric(1e3/ns, "Mpps")
+	runReplayBench(b, ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()})
 }
