@@ -56,23 +56,7 @@ func (e *Engine) complete(b *rings.Batch) {
 		if len(list) == 0 {
 			continue
 		}
-		n, err := e.out[p].Transmit(e.arena, list)
-		if n < 0 || n > len(list) {
-			n = 0
-		}
-		for _, d := range list[:n] {
-			c.txPackets[p]++
-			c.txBytes[p] += uint64(d.Len)
-		}
-		reason := nReasons // tx_full
-		if err != nil {
-			reason = nReasons + 1 // tx_error
-			e.noteTxError(p, err)
-		}
-		for _, d := range list[n:] {
-			c.dropPackets[reason]++
-			c.dropBytes[reason] += uint64(d.Len)
-		}
+		e.transmit(p, list)
 	}
 	if len(e.passList) > 0 {
 		if _, err := e.pass.Transmit(e.arena, e.passList); err != nil {
@@ -137,32 +121,32 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 	c := &e.counts
 	c.received += uint64(len(b.Descs))
 	c.receivedBytes += bytes
-	n, err := e.out[t].Transmit(e.arena, b.Descs)
-	if n < 0 || n > len(b.Descs) {
-		n = 0
-	}
-	if n == len(b.Descs) {
-		c.txPackets[t] += uint64(n)
-		c.txBytes[t] += bytes
-	} else {
-		reason := e.nReasons // tx_full
-		if err != nil {
-			reason = e.nReasons + 1 // tx_error
-		}
-		for i, d := range b.Descs {
-			if i < n {
-				c.txPackets[t]++
-				c.txBytes[t] += uint64(d.Len)
-			} else {
-				c.dropPackets[reason]++
-				c.dropBytes[reason] += uint64(d.Len)
-			}
-		}
-	}
-	if err != nil {
-		e.noteTxError(int(t), err)
-	}
+	e.transmit(int(t), b.Descs)
 	e.trackRecycled(b)
 	e.in.Recycle(b.Descs)
 	return true
+}
+
+// transmit sends list on output port p and counts each packet as
+// transmitted or, when the port refused it, dropped as tx_full (tx_error
+// when the port also returned an error, which the run reports at its end).
+func (e *Engine) transmit(p int, list []rings.Desc) {
+	c := &e.counts
+	n, err := e.out[p].Transmit(e.arena, list)
+	if n < 0 || n > len(list) {
+		n = 0
+	}
+	for _, d := range list[:n] {
+		c.txPackets[p]++
+		c.txBytes[p] += uint64(d.Len)
+	}
+	reason := e.nReasons // tx_full
+	if err != nil {
+		reason = e.nReasons + 1 // tx_error
+		e.noteTxError(p, err)
+	}
+	for _, d := range list[n:] {
+		c.dropPackets[reason]++
+		c.dropBytes[reason] += uint64(d.Len)
+	}
 }

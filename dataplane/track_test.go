@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -71,6 +72,70 @@ func TestTrackFrames(t *testing.T) {
 		err = runTracked(t, func(p *ReplayPort) Port { return &leakyPort{ReplayPort: p, leak: true} }, workers)
 		if err == nil || !strings.Contains(err.Error(), "frame accounting after the run") {
 			t.Fatalf("workers %d: a leaked frame: got %v", workers, err)
+		}
+	}
+}
+
+// halfPort accepts half of each transmit and, when failing, says why.
+type halfPort struct {
+	*NullPort
+	fail bool
+}
+
+func (p *halfPort) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
+	n, _ := p.NullPort.Transmit(a, descs[:len(descs)/2])
+	if p.fail {
+		return n, errors.New("disk full")
+	}
+	return n, nil
+}
+
+// TestRefusedTransmitIsCounted checks that packets an output refuses are
+// dropped under tx_full (tx_error with an error, which Run returns), on
+// both the uniform-batch fast path and the general path, and still balance.
+func TestRefusedTransmitIsCounted(t *testing.T) {
+	uniform := "name: u\nstages:\n  - {name: out, type: tx, port: p}\n"
+	mixed := "name: m\nstages:\n  - {name: parse, type: parse}\n" +
+		"  - {name: acl, type: filter, rules: [{proto: tcp, action: \"drop:tcp\"}]}\n  - {name: out, type: tx, port: p}\n"
+	for _, src := range []string{uniform, mixed} {
+		for _, fail := range []bool{false, true} {
+			g, err := pipelines.Load("t.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arena, _ := rings.NewArena(rings.DefaultArenaOptions())
+			in, err := OpenReplay("../testdata/captures/mixed.pcap", arena, DefaultReplayOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := &halfPort{NullPort: NewNullPort("p"), fail: fail}
+			o := DefaultOptions()
+			o.Workers = 0
+			e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"p": out}}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runErr := e.Run(nil)
+			in.Close()
+			rep := e.Report()
+			want := "tx_full"
+			if fail {
+				want = "tx_error"
+				if runErr == nil || !strings.Contains(runErr.Error(), "disk full") {
+					t.Errorf("%s: run error %v, want the port's error", g.Name(), runErr)
+				}
+			} else if runErr != nil {
+				t.Fatal(runErr)
+			}
+			var refused uint64
+			for _, d := range rep.Drops {
+				if d.Reason == want {
+					refused = d.Packets
+				}
+			}
+			if !rep.Balanced || refused == 0 || rep.Transmitted == 0 || rep.Transmitted != out.Stats().Packets {
+				t.Errorf("%s fail=%v: %s, %s=%d, port saw %d", g.Name(), fail, rep.AccountingLine(), want, refused, out.Stats().Packets)
+			}
 		}
 	}
 }
