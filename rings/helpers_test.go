@@ -12,7 +12,7 @@ func checkNoLeak(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			n := runtime.NumGoroutine()
 			if n <= before {

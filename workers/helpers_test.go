@@ -69,7 +69,7 @@ func kernelsOf(n int, mk func(i int) Kernel) []Kernel {
 // after a second: a pool's workers must all be gone after Close.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n := runtime.NumGoroutine()
 		if n <= base {
@@ -84,10 +84,10 @@ func waitGoroutines(t *testing.T, base int) {
 	}
 }
 
-// waitFor polls cond for up to two seconds.
+// waitFor polls cond for up to ten seconds (generous for a loaded CI box).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
