@@ -40,17 +40,18 @@ func (e *Engine) complete(b *rings.Batch) {
 				continue
 			}
 		case rings.VerdictPass:
-			c.passPackets++
-			c.passBytes += uint64(d.Len)
 			if e.pass != nil {
-				e.passList = append(e.passList, d)
+				e.passList = append(e.passList, d) // counted once the port took it
+			} else {
+				c.passPackets++
+				c.passBytes += uint64(d.Len)
 			}
 			continue
 		}
 		// No verdict, or one naming a port or reason that does not exist:
 		// a pipeline bug, counted rather than lost.
-		c.dropPackets[nReasons+2]++
-		c.dropBytes[nReasons+2] += uint64(d.Len)
+		c.dropPackets[nReasons+engineNoVerdict]++
+		c.dropBytes[nReasons+engineNoVerdict] += uint64(d.Len)
 	}
 	for p, list := range e.txList {
 		if len(list) == 0 {
@@ -59,9 +60,7 @@ func (e *Engine) complete(b *rings.Batch) {
 		e.transmit(p, list)
 	}
 	if len(e.passList) > 0 {
-		if _, err := e.pass.Transmit(e.arena, e.passList); err != nil {
-			e.notePassError(err)
-		}
+		e.sendPass(e.passList)
 	}
 	for k := range e.samples {
 		s := &e.samples[k]
@@ -140,12 +139,40 @@ func (e *Engine) transmit(p int, list []rings.Desc) {
 		c.txPackets[p]++
 		c.txBytes[p] += uint64(d.Len)
 	}
-	reason := e.nReasons // tx_full
+	reason := e.nReasons + engineTxFull
 	if err != nil {
-		reason = e.nReasons + 1 // tx_error
+		reason = e.nReasons + engineTxError
 		e.noteTxError(p, err)
 	}
-	for _, d := range list[n:] {
+	e.countRefused(list[n:], reason)
+}
+
+// sendPass hands list to the pass port and counts each packet as passed or,
+// when the port refused it, dropped as pass_full (pass_error when the port
+// also returned an error), so a pass port that takes only part of a batch
+// loses nothing silently.
+func (e *Engine) sendPass(list []rings.Desc) {
+	c := &e.counts
+	n, err := e.pass.Transmit(e.arena, list)
+	if n < 0 || n > len(list) {
+		n = 0
+	}
+	for _, d := range list[:n] {
+		c.passPackets++
+		c.passBytes += uint64(d.Len)
+	}
+	reason := e.nReasons + enginePassFull
+	if err != nil {
+		reason = e.nReasons + enginePassError
+		e.notePassError(err)
+	}
+	e.countRefused(list[n:], reason)
+}
+
+// countRefused counts the packets an output refused as drops with reason.
+func (e *Engine) countRefused(list []rings.Desc, reason int) {
+	c := &e.counts
+	for _, d := range list {
 		c.dropPackets[reason]++
 		c.dropBytes[reason] += uint64(d.Len)
 	}

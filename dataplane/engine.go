@@ -131,6 +131,18 @@ const (
 	reasonTxFull    = "tx_full"
 	reasonTxError   = "tx_error"
 	reasonNoVerdict = "internal_no_verdict"
+	reasonPassFull  = "pass_full"
+	reasonPassError = "pass_error"
+)
+
+// Indices of the engine's drop reasons, after the graph's own nReasons.
+const (
+	engineTxFull = iota
+	engineTxError
+	engineNoVerdict
+	enginePassFull
+	enginePassError
+	engineReasons // how many
 )
 
 // NewEngine builds an engine for graph g reading from in, whose frames live
@@ -170,7 +182,7 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
 	e.nReasons = len(g.Reasons())
-	nReasons := e.nReasons + 3
+	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
 	e.counts.txBytes = make([]uint64, len(e.out))
 	e.counts.dropPackets = make([]uint64, nReasons)

@@ -103,7 +103,7 @@ func (e *Engine) Report() Report {
 		r.Ports = append(r.Ports, PortCount{Port: name, Packets: c.txPackets[i], Bytes: c.txBytes[i]})
 		r.Transmitted += c.txPackets[i]
 	}
-	reasons := append(append([]string(nil), e.graph.Reasons()...), reasonTxFull, reasonTxError, reasonNoVerdict)
+	reasons := append(append([]string(nil), e.graph.Reasons()...), reasonTxFull, reasonTxError, reasonNoVerdict, reasonPassFull, reasonPassError)
 	for i, reason := range reasons {
 		if c.dropPackets[i] == 0 && i >= len(e.graph.Reasons()) {
 			continue // engine reasons appear only when they happened

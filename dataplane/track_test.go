@@ -139,3 +139,50 @@ func TestRefusedTransmitIsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedPassIsCounted: a pass port that takes only part of a batch gets
+// the rest counted as pass_full (pass_error with an error), not as passed.
+func TestRefusedPassIsCounted(t *testing.T) {
+	src := "name: p\nstages:\n  - {name: parse, type: parse}\n" +
+		"  - {name: acl, type: filter, rules: [{proto: udp, action: kernel}], default: out}\n" +
+		"  - {name: out, type: tx, port: p}\n  - {name: kernel, type: pass}\n"
+	for _, fail := range []bool{false, true} {
+		g, err := pipelines.Load("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		arena, _ := rings.NewArena(rings.DefaultArenaOptions())
+		in, err := OpenReplay("../testdata/captures/mixed.pcap", arena, DefaultReplayOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pass := &halfPort{NullPort: NewNullPort("kernel"), fail: fail}
+		o := DefaultOptions()
+		o.Workers = 0
+		e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"p": NewNullPort("p")}, Pass: pass}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runErr := e.Run(nil)
+		in.Close()
+		rep := e.Report()
+		want := "pass_full"
+		if fail {
+			want = "pass_error"
+			if runErr == nil || !strings.Contains(runErr.Error(), "disk full") {
+				t.Errorf("fail=%v: run error %v, want the pass port's error", fail, runErr)
+			}
+		} else if runErr != nil {
+			t.Fatal(runErr)
+		}
+		var refused uint64
+		for _, d := range rep.Drops {
+			if d.Reason == want {
+				refused = d.Packets
+			}
+		}
+		if !rep.Balanced || refused == 0 || rep.Passed == 0 || rep.Passed != pass.Stats().Packets {
+			t.Errorf("fail=%v: %s, %s=%d, pass port saw %d", fail, rep.AccountingLine(), want, refused, pass.Stats().Packets)
+		}
+	}
+}
