@@ -20,7 +20,7 @@
 // # Accounting
 //
 // Every packet received ends as exactly one of transmitted, dropped (with a
-// named reason: the pipeline's own, or tx_full, tx_error,
+// named reason: the pipeline's own, or tx_full, tx_error, pass_full, pass_error,
 // internal_no_verdict, internal_bad_edge) or passed; Report.Balanced checks
 // it, and replay also checks that every capture record was received or
 // counted as an input drop (oversize, short_link_header), and that every
