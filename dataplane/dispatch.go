@@ -57,7 +57,7 @@ func (e *Engine) complete(b *rings.Batch) {
 		if len(list) == 0 {
 			continue
 		}
-		e.transmit(p, list)
+		e.transmit(p, list, sumLen(list))
 	}
 	if len(e.passList) > 0 {
 		e.sendPass(e.passList)
@@ -120,25 +120,27 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 	c := &e.counts
 	c.received += uint64(len(b.Descs))
 	c.receivedBytes += bytes
-	e.transmit(int(t), b.Descs)
+	e.transmit(int(t), b.Descs, bytes)
 	e.trackRecycled(b)
 	e.in.Recycle(b.Descs)
 	return true
 }
 
-// transmit sends list on output port p and counts each packet as
-// transmitted or, when the port refused it, dropped as tx_full (tx_error
-// when the port also returned an error, which the run reports at its end).
-func (e *Engine) transmit(p int, list []rings.Desc) {
+// transmit sends list, of bytes bytes in all, on output port p and counts
+// each packet as transmitted or, when the port refused it, dropped as
+// tx_full (tx_error when the port also returned an error, which the run
+// reports at its end).
+func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) {
 	c := &e.counts
 	n, err := e.out[p].Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
 	}
-	for _, d := range list[:n] {
-		c.txPackets[p]++
-		c.txBytes[p] += uint64(d.Len)
+	if n < len(list) {
+		bytes = sumLen(list[:n])
 	}
+	c.txPackets[p] += uint64(n)
+	c.txBytes[p] += bytes
 	reason := e.nReasons + engineTxFull
 	if err != nil {
 		reason = e.nReasons + engineTxError
@@ -157,10 +159,8 @@ func (e *Engine) sendPass(list []rings.Desc) {
 	if n < 0 || n > len(list) {
 		n = 0
 	}
-	for _, d := range list[:n] {
-		c.passPackets++
-		c.passBytes += uint64(d.Len)
-	}
+	c.passPackets += uint64(n)
+	c.passBytes += sumLen(list[:n])
 	reason := e.nReasons + enginePassFull
 	if err != nil {
 		reason = e.nReasons + enginePassError
@@ -176,4 +176,13 @@ func (e *Engine) countRefused(list []rings.Desc, reason int) {
 		c.dropPackets[reason]++
 		c.dropBytes[reason] += uint64(d.Len)
 	}
+}
+
+// sumLen returns the total length of the packets list names.
+func sumLen(list []rings.Desc) uint64 {
+	var bytes uint64
+	for i := range list {
+		bytes += uint64(list[i].Len)
+	}
+	return bytes
 }

@@ -83,27 +83,41 @@ func (p *ReplayPort) addPreloaded(d rings.Desc) {
 }
 
 // receivePreloaded hands out preloaded frames in cycle order, stopping at
-// the first one still in flight.
+// the first one still in flight. It works in runs of consecutive home
+// frames, so the batch's metadata is cleared in bulk.
 func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 	n, bytes := 0, uint64(0)
 	cycle := len(p.pre)
-	for len(b.Descs) < cap(b.Descs) && p.left != 0 {
+	for room := cap(b.Descs) - len(b.Descs); room > 0 && p.left != 0; {
 		i := p.cursor
-		if p.state[i] != frameHome {
+		k := min(room, cycle-i)
+		if p.left > 0 && int64(k) > p.left {
+			k = int(p.left)
+		}
+		pre, state := p.pre[i:i+k], p.state[i:i+k]
+		run := 0
+		for run < len(state) && state[run] == frameHome {
+			state[run] = frameOut
+			bytes += uint64(pre[run].Len)
+			run++
+		}
+		if run == 0 {
 			break // in flight: wait for Recycle, keeping capture order
 		}
-		p.state[i] = frameOut
-		d := p.pre[i] // original Addr and Len: undoes any head adjustment
-		b.Append(d, p.seq, p.opt.PortIndex)
-		p.seq++
-		if p.cursor++; p.cursor == cycle {
+		// The original Addr and Len: undoes any head adjustment.
+		b.AppendRun(pre[:run], p.seq, p.opt.PortIndex)
+		p.seq += uint64(run)
+		if p.cursor += run; p.cursor == cycle {
 			p.cursor = 0
 		}
 		if p.left > 0 {
-			p.left--
+			p.left -= int64(run)
 		}
-		n++
-		bytes += uint64(d.Len)
+		n += run
+		room -= run
+		if run < k {
+			break
+		}
 	}
 	if p.left == 0 && !p.finished {
 		p.finish()

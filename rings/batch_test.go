@@ -90,3 +90,40 @@ func TestBatchLenAndClear(t *testing.T) {
 		t.Fatalf("Clear: len %d meta %d cap %d", b.Len(), len(b.Meta), b.Cap())
 	}
 }
+
+// TestBatchAppendRun: a run appends what fits, numbers it from seq, and
+// clears whatever metadata the slots held before, without allocating.
+func TestBatchAppendRun(t *testing.T) {
+	a := newTestArena(t, 1, 2048, 0)
+	b := NewBatch(8, a)
+	b.SetLen(8)
+	for i := range b.Meta {
+		b.Meta[i] = Meta{Seq: 999, Verdict: VerdictDrop, Target: 7, Hash: 1, TTL: 3}
+	}
+	b.Clear()
+	b.Append(Desc{Addr: 100, Len: 1}, 41, 2)
+	run := []Desc{{Addr: 200, Len: 2}, {Addr: 300, Len: 3}, {Addr: 400, Len: 4}}
+	if n := b.AppendRun(run, 42, 2); n != 3 || b.Len() != 4 || len(b.Meta) != 4 {
+		t.Fatalf("AppendRun: n %d len %d meta %d, want 3, 4, 4", n, b.Len(), len(b.Meta))
+	}
+	for i, m := range b.Meta {
+		want := Meta{Seq: 41 + uint64(i), InPort: 2}
+		if m != want {
+			t.Fatalf("meta %d = %+v, want %+v", i, m, want)
+		}
+		if i > 0 && b.Descs[i] != run[i-1] {
+			t.Fatalf("desc %d = %+v, want %+v", i, b.Descs[i], run[i-1])
+		}
+	}
+	// Only what fits goes in.
+	long := make([]Desc, 10)
+	if n := b.AppendRun(long, 45, 2); n != 4 || b.Len() != 8 {
+		t.Fatalf("AppendRun past capacity: n %d len %d, want 4, 8", n, b.Len())
+	}
+	if n := b.AppendRun(long, 49, 2); n != 0 || b.Len() != 8 {
+		t.Fatalf("AppendRun on a full batch: n %d len %d, want 0, 8", n, b.Len())
+	}
+	if allocs := testing.AllocsPerRun(100, func() { b.Clear(); b.AppendRun(long, 0, 0) }); allocs != 0 {
+		t.Fatalf("AppendRun allocates %v times", allocs)
+	}
+}
