@@ -183,16 +183,32 @@ type filterStage struct {
 	bytes []uint64
 }
 
-// Process sends each packet to its first matching rule's edge.
+// Process sends each packet to its first matching rule's edge. Packets the
+// pre-gates reject (most of an ACL's traffic) go to the default's edge
+// without a tree walk, and their hits are summed in registers and added to
+// the default's counters once per call.
 func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	t := s.t
+	c := t.cls
 	next = next[:len(idx)]
+	defEdge := t.ruleEdge[c.n]
+	var defPkts, defBytes uint64
 	for k, i := range idx {
-		r := t.cls.lookup(&b.Meta[i])
+		m := &b.Meta[i]
+		n := uint64(b.Descs[i].Len)
+		if len(c.pre) != 0 && !c.prePass(preKeyOf(m, c.preNeed)) {
+			next[k] = defEdge
+			defPkts++
+			defBytes += n
+			continue
+		}
+		r := c.lookupTrees(m)
 		next[k] = t.ruleEdge[r]
 		s.pkts[r]++
-		s.bytes[r] += uint64(b.Descs[i].Len)
+		s.bytes[r] += n
 	}
+	s.pkts[c.n] += defPkts
+	s.bytes[c.n] += defBytes
 }
 
 // Report implements Reporter: "rule[i]" and "default" hit counters, those

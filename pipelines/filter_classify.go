@@ -213,6 +213,9 @@ type filterClassifier struct {
 	gates  []cGate
 	// pre are the pre-gates (filter_gate.go), tested before any tree.
 	pre []cGate
+	// preNeed has bit d set when a pre-gate tests dimension d: the part
+	// of the key preKey computes.
+	preNeed uint16
 	// gateBits holds every gate's and pre-gate's bitmap.
 	gateBits []uint64
 	n        int32 // number of rules: lookup's "no match"
@@ -220,11 +223,17 @@ type filterClassifier struct {
 
 // lookup returns the index of the first rule m matches, or c.n.
 func (c *filterClassifier) lookup(m *rings.Meta) int32 {
-	var k [nDims]uint64
-	filterKey(m, &k)
-	if !c.prePass(&k) {
+	if !c.prePassMeta(m) {
 		return c.n
 	}
+	return c.lookupTrees(m)
+}
+
+// lookupTrees is lookup without the pre-gates: the caller has checked that
+// m passes them.
+func (c *filterClassifier) lookupTrees(m *rings.Meta) int32 {
+	var k [nDims]uint64
+	filterKey(m, &k)
 	best := c.n
 	for ti := range c.trees {
 		t := &c.trees[ti]

@@ -201,6 +201,10 @@ func buildPreGates(c *filterClassifier, proj []projRule, sets [][]int32, gOffs [
 		pre = append(pre, g)
 	}
 	c.pre = pre
+	c.preNeed = 0
+	for _, g := range pre {
+		c.preNeed |= 1 << g.dim
+	}
 }
 
 // prePass reports whether key k passes some pre-gate, or there are none.
@@ -212,7 +216,7 @@ func (c *filterClassifier) prePass(k *[nDims]uint64) bool {
 	hit := uint64(0)
 	for i := range c.pre {
 		g := &c.pre[i]
-		x := min((k[g.dim]-g.base)>>g.shift, uint64(g.nbits))
+		x := min((k[g.dim]-g.base)>>(g.shift&63), uint64(g.nbits)) // shift < 64: no oversized-shift fixup
 		hit |= c.gateBits[uint64(g.off)+x>>6] >> (x & 63)
 	}
 	return hit&1 != 0

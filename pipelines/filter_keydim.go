@@ -1,0 +1,93 @@
+package pipelines
+
+import (
+	"encoding/binary"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// preKey writes the dimensions of m's classifier key that need names (bit d
+// for dimension d, among gateDims), each with the value filterKey gives it,
+// and leaves the others alone. The pre-gates test two or three dimensions
+// and most packets stop there, so building the whole key (eleven stores
+// behind a family switch, then loads of the few the gates need) would be
+// wasted on them. need is the same for every packet of a filter, so its
+// tests are predicted. TestFilterPreKeyAgrees checks it against filterKey.
+func preKey(m *rings.Meta, need uint16, k *[nDims]uint64) {
+	f := m.Flags
+	ip := f&(rings.FlagIPv4|rings.FlagIPv6) != 0
+	if need&(1<<dSrcHi|1<<dDstHi) != 0 {
+		var s, d uint64
+		switch {
+		case f&rings.FlagIPv4 != 0:
+			s = uint64(binary.BigEndian.Uint32(m.SrcIP[:4])) << 32
+			d = uint64(binary.BigEndian.Uint32(m.DstIP[:4])) << 32
+		case f&rings.FlagIPv6 != 0:
+			s = binary.BigEndian.Uint64(m.SrcIP[:8])
+			d = binary.BigEndian.Uint64(m.DstIP[:8])
+		}
+		k[dSrcHi], k[dDstHi] = s, d
+	}
+	if need&(1<<dSport|1<<dDport) != 0 {
+		k[dSport], k[dDport] = noPort, noPort
+		if ip && f&rings.FlagL4 != 0 && portedProto(m.IPProto) {
+			k[dSport], k[dDport] = uint64(m.SrcPort), uint64(m.DstPort)
+		}
+	}
+	if need&(1<<dClass) != 0 {
+		k[dClass] = uint64(m.Class)
+	}
+	if need&(1<<dL3|1<<dVLAN|1<<dTCP|1<<dFrag) != 0 {
+		preKeyRest(m, need, k)
+	}
+}
+
+// preKeyRest is preKey for the dimensions pre-gates test least often, kept
+// out of line so preKey stays small enough to inline.
+func preKeyRest(m *rings.Meta, need uint16, k *[nDims]uint64) {
+	f := m.Flags
+	ip := f&(rings.FlagIPv4|rings.FlagIPv6) != 0
+	if need&(1<<dL3) != 0 {
+		proto := uint64(noProto)
+		if ip {
+			proto = uint64(m.IPProto)
+		}
+		k[dL3] = filterFamily(f)<<9 | proto
+	}
+	if need&(1<<dVLAN) != 0 {
+		k[dVLAN] = noVLAN
+		if m.NumVLANs > 0 {
+			k[dVLAN] = uint64(m.VLANs[0] & 0xfff)
+		}
+	}
+	if need&(1<<dTCP) != 0 {
+		k[dTCP] = noTCP
+		if ip && f&rings.FlagL4 != 0 && m.IPProto == 6 {
+			k[dTCP] = uint64(m.TCPFlags)
+		}
+	}
+	if need&(1<<dFrag) != 0 {
+		k[dFrag] = 0
+		if f&rings.FlagFragment != 0 {
+			k[dFrag] = 1
+		}
+	}
+}
+
+// prePassMeta is prePass on m's key, computing only the dimensions the
+// pre-gates test.
+func (c *filterClassifier) prePassMeta(m *rings.Meta) bool {
+	if len(c.pre) == 0 {
+		return true
+	}
+	var k [nDims]uint64
+	preKey(m, c.preNeed, &k)
+	return c.prePass(&k)
+}
+
+// preKeyOf is preKey returning the key, for a caller's loop.
+func preKeyOf(m *rings.Meta, need uint16) *[nDims]uint64 {
+	var k [nDims]uint64
+	preKey(m, need, &k)
+	return &k
+}
