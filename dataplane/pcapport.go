@@ -19,8 +19,9 @@ type ReplayOptions struct {
 	PortIndex uint16
 	// Loops is how many passes over the capture to make: 0 or 1 for one,
 	// N > 1 for N, -1 forever. Without Preload, passes after the first
-	// re-read the capture, which needs a seekable source (a file); each
-	// rewind opens a new reader (a few allocations per pass, none per packet).
+	// re-read the capture, which needs a seekable source (a file); a rewind
+	// reuses the reader (no allocation for an uncompressed pcap capture, a
+	// few per pass for pcapng or gzip, none per packet).
 	Loops int
 	// Preload reads the whole capture into arena frames at open and replays
 	// from there, reading nothing more (testpmd infinite_rx, tcpreplay
@@ -110,6 +111,7 @@ type ReplayPort struct {
 	rd      *recordReader
 	rec     record // read but not yet placed (arena was empty)
 	pending bool
+	nrec    uint64 // records read (all passes); published to records per call
 	hdr     [ethHeaderLen]byte
 	passes  int    // passes started
 	passPkt uint64 // packets placed in the current pass
@@ -205,18 +207,20 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 	// Read the first record now, so that a pcapng capture whose first
 	// interface has an unsupported link type (or a capture that is corrupt
 	// from its first record) fails at open.
-	if err := p.fill(); err != nil {
+	if _, _, err := p.receiveStream(nil); err != nil {
 		return nil, err
 	}
+	p.records.Store(p.nrec)
 	return p, nil
 }
 
 // fill reads the next record into p.rec unless one is pending. At the end
 // of a pass it starts the next one if loops remain; it sets p.eof at the
-// end of the last.
+// end of the last. The caller recovers from a panic in the capture reader
+// (see receiveStream) and publishes p.nrec.
 func (p *ReplayPort) fill() error {
 	for !p.pending && !p.eof {
-		rec, err := p.rd.next()
+		err := p.rd.readInto(&p.rec)
 		if err == io.EOF {
 			if err := p.rewind(); err != nil {
 				return err
@@ -226,8 +230,8 @@ func (p *ReplayPort) fill() error {
 		if err != nil {
 			return err
 		}
-		p.records.Add(1)
-		p.rec, p.pending = rec, true
+		p.nrec++
+		p.pending = true
 	}
 	return nil
 }
@@ -245,11 +249,9 @@ func (p *ReplayPort) rewind() error {
 	if _, err := s.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("capture %s: rewind for pass %d: %w", p.rd.name, p.passes+1, err)
 	}
-	rd, err := newRecordReader(p.rd.name, p.src)
-	if err != nil {
+	if err := p.rd.rewind(); err != nil {
 		return err
 	}
-	p.rd = rd
 	p.passes++
 	p.passPkt = 0
 	return nil
@@ -296,11 +298,31 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 	if p.opt.Preload {
 		return p.receivePreloaded(b)
 	}
-	n, bytes := 0, uint64(0)
+	n, bytes, err := p.receiveStream(b)
+	if err != nil {
+		p.err = err
+	}
+	p.records.Store(p.nrec)
+	return p.done(n, bytes)
+}
+
+// receiveStream fills b (nil: only reads the first record) from the capture
+// stream. It is the streaming hot path: one deferred recover per batch, not
+// per record, turns a panic inside pcapgo (a reader bug on hostile input)
+// into an error naming the record; packets placed before it stay in b.
+func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.pending = false
+			err = p.rd.recovered(r)
+		}
+	}()
+	if b == nil {
+		return 0, 0, p.fill()
+	}
 	for len(b.Descs) < cap(b.Descs) && p.err == nil {
 		if err := p.fill(); err != nil {
-			p.err = err
-			break
+			return n, bytes, err
 		}
 		if p.eof {
 			break
@@ -318,7 +340,7 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 		n++
 		bytes += uint64(d.Len)
 	}
-	return p.done(n, bytes)
+	return n, bytes, nil
 }
 
 // done publishes a Receive call's counts and picks its error.
