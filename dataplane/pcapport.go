@@ -279,7 +279,9 @@ func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 		return d, false, false
 	}
 	dst := p.mem[addr : addr+uint64(n)]
-	copy(dst, p.hdr[:hl])
+	if hl > 0 { // Ethernet (most captures) has no header to write
+		copy(dst, p.hdr[:hl])
+	}
 	copy(dst[hl:], data[skip:])
 	p.pending = false
 	return rings.Desc{Addr: addr, Len: uint32(n)}, true, true

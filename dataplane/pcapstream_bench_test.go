@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"io"
 	"testing"
 
@@ -17,11 +18,20 @@ import (
 // enough to stay in cache as a real capture would in the page cache.
 const streamPackets = 12800
 
-// streamCapture is a pcap (or pcapng) capture of streamPackets Ethernet
-// packets of size bytes each.
+// udpFrame is an Ethernet/IPv4/UDP frame of size bytes (at least 42).
+func udpFrame(size int) []byte {
+	ip := []byte{0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	binary.BigEndian.PutUint16(ip[2:], uint16(size-14))
+	udp := []byte{0x30, 0x39, 0x00, 0x35, 0, 0, 0, 0}
+	binary.BigEndian.PutUint16(udp[4:], uint16(size-34))
+	return eth(srcMAC, 0x0800, cat(ip, udp, make([]byte, size-42)))
+}
+
+// streamCapture is a pcap (or pcapng) capture of streamPackets
+// Ethernet/IPv4/UDP packets of size bytes each.
 func streamCapture(tb testing.TB, size int, ng bool) []byte {
 	tb.Helper()
-	pkt := eth(srcMAC, 0x0800, bytes.Repeat([]byte{0x45}, size-14))
+	pkt := udpFrame(size)
 	var buf bytes.Buffer
 	ci := gopacket.CaptureInfo{Timestamp: epoch(0), CaptureLength: size, Length: size}
 	if ng {
@@ -54,6 +64,9 @@ func streamCapture(tb testing.TB, size int, ng bool) []byte {
 //
 //	pcapgo   pcapgo's ZeroCopyReadPacketData alone over a 64 KiB bufio.Reader
 //	         (a new reader per pass): the floor our reader builds on.
+//	decode   pcapgo plus a gopacket DecodingLayerParser (Ethernet, IPv4,
+//	         IPv6, TCP, UDP) per packet: the naive gopacket replay program
+//	         (internal/baseline) that ours should beat.
 //	records  recordReader.next: pcapgo plus budget, error mapping, link type
 //	         (rewound per pass).
 //	receive  ReplayPort.Receive in batches of 64 with Recycle, looping
@@ -67,43 +80,15 @@ func BenchmarkStream(b *testing.B) {
 		ng   bool
 	}{{"pcap", false}, {"pcapng", true}} {
 		capture := streamCapture(b, 64, format.ng)
-		b.Run(format.name+"/pcapgo", func(b *testing.B) {
-			src := bytes.NewReader(capture)
-			type zeroCopyReader interface {
-				ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+		for _, decode := range []bool{false, true} {
+			name := format.name + "/pcapgo"
+			if decode {
+				name = format.name + "/decode"
 			}
-			open := func() zeroCopyReader {
-				src.Reset(capture)
-				br := bufio.NewReaderSize(src, 64<<10)
-				var r zeroCopyReader
-				var err error
-				if format.ng {
-					r, err = pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
-				} else {
-					r, err = pcapgo.NewReader(br)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				return r
-			}
-			r := open()
-			b.ReportAllocs()
-			sum := 0
-			for b.Loop() {
-				data, _, err := r.ZeroCopyReadPacketData()
-				if err == io.EOF {
-					r = open()
-					data, _, err = r.ZeroCopyReadPacketData()
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				sum += len(data)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
-			_ = sum
-		})
+			b.Run(name, func(b *testing.B) {
+				benchPcapgo(b, capture, format.ng, decode)
+			})
+		}
 		b.Run(format.name+"/records", func(b *testing.B) {
 			src := bytes.NewReader(capture)
 			r, err := newRecordReader("s", src)
@@ -150,4 +135,61 @@ func BenchmarkStream(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts), "ns/pkt")
 		})
 	}
+}
+
+// benchPcapgo loops pcapgo's ZeroCopyReadPacketData over capture (a new
+// reader per pass), decoding each packet with a DecodingLayerParser when
+// decode is set. One op is one packet.
+func benchPcapgo(b *testing.B, capture []byte, ng, decode bool) {
+	src := bytes.NewReader(capture)
+	type zeroCopyReader interface {
+		ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+	}
+	open := func() zeroCopyReader {
+		src.Reset(capture)
+		br := bufio.NewReaderSize(src, streamBufSize)
+		var r zeroCopyReader
+		var err error
+		if ng {
+			r, err = pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		} else {
+			r, err = pcapgo.NewReader(br)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	var (
+		eth     layers.Ethernet
+		ip4     layers.IPv4
+		ip6     layers.IPv6
+		tcp     layers.TCP
+		udp     layers.UDP
+		decoded = make([]gopacket.LayerType, 0, 8)
+	)
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &ip6, &tcp, &udp)
+	parser.IgnoreUnsupported = true
+	r := open()
+	b.ReportAllocs()
+	sum := 0
+	for b.Loop() {
+		data, _, err := r.ZeroCopyReadPacketData()
+		if err == io.EOF {
+			r = open()
+			data, _, err = r.ZeroCopyReadPacketData()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if decode {
+			if err := parser.DecodeLayers(data, &decoded); err != nil {
+				b.Fatal(err)
+			}
+			sum += int(udp.DstPort)
+		}
+		sum += len(data)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
+	_ = sum
 }
