@@ -230,3 +230,6 @@ func countProtoName(p int) string {
 	}
 	return strconv.Itoa(p)
 }
+
+// KeepsLength implements LengthKeeper: counting only reads.
+func (s *countStage) KeepsLength() bool { return true }

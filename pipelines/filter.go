@@ -223,3 +223,6 @@ func (s *filterStage) Report(dst []Counter) []Counter {
 }
 
 var _ Reporter = (*filterStage)(nil)
+
+// KeepsLength implements LengthKeeper: the filter only reads metadata.
+func (s *filterStage) KeepsLength() bool { return true }

@@ -223,3 +223,6 @@ func isIPv6Ext(nh uint8) bool {
 	}
 	return false
 }
+
+// KeepsLength implements LengthKeeper: parse only reads packets.
+func (s *parseStage) KeepsLength() bool { return true }

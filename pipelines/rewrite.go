@@ -263,3 +263,6 @@ func (s *rewriteStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		next[k] = s.one(b, int(i))
 	}
 }
+
+// KeepsLength implements LengthKeeper: only popping or pushing a VLAN tag changes a length.
+func (s *rewriteStage) KeepsLength() bool { return s.cfg.ops&(rwPopVLAN|rwPushVLAN) == 0 }

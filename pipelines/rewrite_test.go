@@ -620,6 +620,12 @@ func rwBenchmark(b *testing.B, cfg string, resetTTL bool) {
 
 func BenchmarkRewriteSwapMACs(b *testing.B) { rwBenchmark(b, `{swap_macs: true}`, false) }
 
+// BenchmarkRewriteSNATSwap is the bench's default-shape rewrite: SNAT to
+// one address and port plus a MAC swap, the straight-line NAT loop.
+func BenchmarkRewriteSNATSwap(b *testing.B) {
+	rwBenchmark(b, `{swap_macs: true, snat: {addr: 198.51.100.1, port: 4000}}`, false)
+}
+
 func BenchmarkRewriteNATTTL(b *testing.B) {
 	rwBenchmark(b, `{ttl_decrement: true, snat: {addr: 198.51.100.1, port: 4000}, dnat: {addr: 203.0.113.9, port: 8080}}`, true)
 }
@@ -661,7 +667,11 @@ func FuzzRewrite(f *testing.F) {
 		b.SetLen(1)
 		b.Descs[0] = rings.Desc{Addr: base + uint64(hr), Len: uint32(len(pkt))}
 		b.Meta[0] = rings.Meta{L3Off: l3, L4Off: l4, Flags: rings.Flags(flags), NumVLANs: uint8(flags % 3)}
-		stRunAll(tpls[int(which)%len(tpls)].NewInstance(), b)
+		st := tpls[int(which)%len(tpls)].NewInstance()
+		stRunAll(st, b)
+		if st.(LengthKeeper).KeepsLength() && (b.Descs[0].Len != uint32(len(pkt)) || b.Descs[0].Addr != base+uint64(hr)) {
+			t.Fatalf("a stage that keeps lengths moved the packet to %d+%d from %d+%d", b.Descs[0].Addr-base, b.Descs[0].Len, hr, len(pkt))
+		}
 		start := int(b.Descs[0].Addr - base)
 		end := start + int(b.Descs[0].Len)
 		// The packet may have grown at the front by one tag, or shrunk by

@@ -42,6 +42,11 @@ type rnode struct {
 	target   uint16
 
 	calls, packets, bytes, nanos uint64
+	// vecBytes is the sum of Desc.Len of the packets in vec as they
+	// arrived, so that a stage that keeps lengths (LengthKeeper) passes it
+	// on without summing its vector again.
+	vecBytes uint64
+	keepsLen bool
 	// edgePackets counts packets by the edge number the stage wrote, bad
 	// ones included (nil for terminals).
 	edgePackets *[256]uint64
@@ -73,6 +78,9 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 			continue
 		}
 		rn.stage = gn.tmpl.NewInstance()
+		if lk, ok := rn.stage.(LengthKeeper); ok {
+			rn.keepsLen = lk.KeepsLength()
+		}
 		rn.table = new([256]int32)
 		rn.edgePackets = new([256]uint64)
 		for e := range rn.table {
@@ -99,7 +107,9 @@ func (r *Runner) Process(b *rings.Batch) {
 // are counted when the packets arrive: at the entry while its vector is
 // filled, and at every other node while its predecessor scatters (a stage
 // may resize packets, so a vector's sum cannot be carried across a
-// stage). Terminals then only write the verdict.
+// stage that changes lengths). A stage that keeps lengths (LengthKeeper)
+// hands its vector's sum on instead. Terminals then only write the
+// verdict.
 func (r *Runner) run(b *rings.Batch, start, end int) {
 	entry := &r.nodes[r.topo[0]]
 	v := entry.vec[:end-start]
@@ -110,6 +120,7 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 	}
 	entry.vec = v
 	entry.bytes += bytes
+	entry.vecBytes = bytes
 	var t0 time.Time
 	if r.timing {
 		t0 = time.Now()
@@ -133,6 +144,7 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 			nd.stage.Process(b, idx, next)
 			r.scatter(nd, b.Descs, idx, next)
 		}
+		nd.vecBytes = 0
 		nd.calls++
 		nd.packets += uint64(len(idx))
 		if r.timing {
@@ -153,7 +165,12 @@ func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edg
 	if allEqual(next, e0) {
 		nd.edgePackets[e0] += uint64(len(idx))
 		dst := &r.nodes[nd.table[e0]]
-		dst.bytes += sumLen(descs, idx)
+		sum := nd.vecBytes
+		if !nd.keepsLen {
+			sum = sumLen(descs, idx)
+		}
+		dst.bytes += sum
+		dst.vecBytes += sum
 		if len(dst.vec) == 0 {
 			// Fast path: hand over the whole vector, take the empty one.
 			dst.vec, nd.vec = idx, dst.vec
@@ -167,7 +184,9 @@ func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edg
 		i := idx[k]
 		nd.edgePackets[e]++
 		dst := &r.nodes[nd.table[e]]
-		dst.bytes += uint64(descs[i].Len)
+		n := uint64(descs[i].Len)
+		dst.bytes += n
+		dst.vecBytes += n
 		dst.vec = append(dst.vec, i)
 	}
 	nd.vec = idx[:0]

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -37,7 +38,7 @@ func shapePipeline(rules int) string {
 
 // shapeCapture loads the bench capture into frames of a fresh arena and
 // returns their descriptors.
-func shapeCapture(tb testing.TB) (*rings.Arena, []rings.Desc) {
+func shapeCapture(tb testing.TB, spread bool) (*rings.Arena, []rings.Desc) {
 	tb.Helper()
 	c, done, err := ptOpenCapture("../testdata/captures/bench-64.pcap")
 	if err != nil {
@@ -61,6 +62,9 @@ func shapeCapture(tb testing.TB) (*rings.Arena, []rings.Desc) {
 		if !ok {
 			tb.Fatal("arena exhausted")
 		}
+		if spread {
+			addr += uint64(len(descs)%24) * 64
+		}
 		copy(a.Frame(addr)[addr&2047:], p)
 		descs = append(descs, rings.Desc{Addr: addr, Len: uint32(len(p))})
 	}
@@ -75,7 +79,7 @@ func BenchmarkDefaultShape(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, descs := shapeCapture(b)
+	a, descs := shapeCapture(b, os.Getenv("SPREAD") != "")
 	r := g.NewRunner(RunnerOptions{})
 	batch := rings.NewBatch(64, a)
 	b.ReportAllocs()

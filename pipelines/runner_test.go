@@ -314,3 +314,72 @@ stages:
 		}
 	}
 }
+
+// TestRunnerBytesCarriedByLengthKeepers checks node bytes on a graph whose
+// stages keep lengths (their vector's sum is carried, not summed again)
+// mixed with ones that change them, on every scatter path: whole vector
+// handed over (parse, count), appended to a non-empty vector (both
+// branches meet at out), and per packet (par). Two batches, so a carried
+// sum left over from the first would show.
+func TestRunnerBytesCarriedByLengthKeepers(t *testing.T) {
+	g := tkLoad(t, `name: p
+stages:
+  - {name: parse, type: parse}
+  - {name: swap, type: rewrite, swap_macs: true}
+  - {name: par, type: t_parity, odd: odd}
+  - {name: even, type: rewrite, push_vlan: 7}
+  - {name: flows, type: count, next: out}
+  - {name: odd, type: count}
+  - {name: out, type: tx, port: p0}
+`)
+	for _, n := range []string{"parse", "swap", "flows", "odd"} {
+		if !g.NewRunner(RunnerOptions{}).nodes[indexOfNode(t, g, n)].keepsLen {
+			t.Fatalf("%s does not keep lengths", n)
+		}
+	}
+	if g.NewRunner(RunnerOptions{}).nodes[indexOfNode(t, g, "even")].keepsLen {
+		t.Fatal("a push_vlan rewrite claims to keep lengths")
+	}
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := g.NewRunner(RunnerOptions{})
+	want := map[string]uint64{}
+	for batch := range 2 {
+		b := rings.NewBatch(64, a)
+		var in, odd uint64
+		for i := 0; i < 64; i++ {
+			l := uint64(60 + i + batch*7)
+			b.Append(rings.Desc{Addr: uint64(i)*2048 + 64, Len: uint32(l)}, uint64(i), 0)
+			in += l
+			if i%2 == 1 {
+				odd += l
+			}
+		}
+		even := in - odd
+		for k, v := range map[string]uint64{
+			"parse": in, "swap": in, "par": in, "even": even, "odd": odd,
+			"flows": even + 4*32, "out": in + 4*32,
+		} {
+			want[k] += v
+		}
+		r.Process(b)
+		for _, s := range r.Stats(nil) {
+			if w, ok := want[s.Name]; ok && s.Bytes != w {
+				t.Errorf("batch %d: %s: %d bytes, want %d", batch, s.Name, s.Bytes, w)
+			}
+		}
+	}
+}
+
+func indexOfNode(t *testing.T, g *Graph, name string) int {
+	t.Helper()
+	for i := range g.nodes {
+		if g.nodes[i].name == name {
+			return i
+		}
+	}
+	t.Fatalf("no node %s", name)
+	return -1
+}

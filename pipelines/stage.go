@@ -31,6 +31,15 @@ type Stage interface {
 	Process(b *rings.Batch, idx []uint16, next []Edge)
 }
 
+// LengthKeeper is implemented by stage instances that can promise never to
+// change a packet's Desc.Len. The runner then carries the sum of a vector's
+// lengths across the stage instead of summing it again. KeepsLength is
+// called once, when a runner is made; a stage that returns true must keep
+// every length unchanged in every Process call.
+type LengthKeeper interface {
+	KeepsLength() bool
+}
+
 // Reporter is implemented by stage instances that keep counters of their own
 // beyond the per-node packets/bytes the graph counts for every stage. The
 // engine calls Report only while the instance's worker is not running a batch
