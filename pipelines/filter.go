@@ -181,22 +181,26 @@ type filterStage struct {
 	t     *filterTemplate
 	pkts  []uint64 // per rule, then default
 	bytes []uint64
+	hits  [rings.MaxBatch]uint64 // preHits scratch
 }
 
-// Process sends each packet to its first matching rule's edge. Packets the
-// pre-gates reject (most of an ACL's traffic) go to the default's edge
-// without a tree walk, and their hits are summed in registers and added to
-// the default's counters once per call.
+// Process sends each packet to its first matching rule's edge. The
+// pre-gates run first over the whole vector (preHits); packets they reject
+// (most of an ACL's traffic) go to the default's edge without a tree walk,
+// their hits summed in registers and added to the default's counters once
+// per call.
 func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	t := s.t
 	c := t.cls
 	next = next[:len(idx)]
 	defEdge := t.ruleEdge[c.n]
 	var defPkts, defBytes uint64
+	hits := s.hits[:len(idx)]
+	c.preHits(b.Meta, idx, hits)
 	for k, i := range idx {
 		m := &b.Meta[i]
 		n := uint64(b.Descs[i].Len)
-		if len(c.pre) != 0 && !c.prePass(preKeyOf(m, c.preNeed)) {
+		if hits[k]&1 == 0 {
 			next[k] = defEdge
 			defPkts++
 			defBytes += n

@@ -85,9 +85,72 @@ func (c *filterClassifier) prePassMeta(m *rings.Meta) bool {
 	return c.prePass(&k)
 }
 
-// preKeyOf is preKey returning the key, for a caller's loop.
-func preKeyOf(m *rings.Meta, need uint16) *[nDims]uint64 {
+// keyDim returns filterKey(m)[d] alone (d among gateDims), for the
+// pre-gate loops of the dimensions preHits has no loop of its own for.
+func keyDim(m *rings.Meta, d uint8) uint64 {
 	var k [nDims]uint64
-	preKey(m, need, &k)
-	return &k
+	if int(d) < nDims {
+		preKey(m, 1<<d, &k)
+		return k[d]
+	}
+	return 0
+}
+
+// addrHi is filterKey's dSrcHi (or dDstHi) value of address a of a packet
+// with flags f.
+func addrHi(f rings.Flags, a *[16]byte) uint64 {
+	switch {
+	case f&rings.FlagIPv4 != 0:
+		return uint64(binary.BigEndian.Uint32(a[:4])) << 32
+	case f&rings.FlagIPv6 != 0:
+		return binary.BigEndian.Uint64(a[:8])
+	}
+	return 0
+}
+
+// preHits sets bit 0 of hit[k] when packet idx[k] passes some pre-gate (or
+// there are none), and clears it otherwise. It runs gate by gate over the
+// whole vector rather than packet by packet: a gate's parameters stay in
+// registers, the dimensions gates test most get loops of their own that
+// read just the metadata they need, and the packets' loads are
+// independent, so the loop runs at load throughput instead of one
+// packet's chain of dependent loads at a time.
+func (c *filterClassifier) preHits(meta []rings.Meta, idx []uint16, hit []uint64) {
+	hit = hit[:len(idx)]
+	if len(c.pre) == 0 {
+		for k := range hit {
+			hit[k] = 1
+		}
+		return
+	}
+	clear(hit)
+	for gi := range c.pre {
+		g := &c.pre[gi]
+		base, sh, nb := g.base, g.shift&63, uint64(g.nbits)
+		bm := c.gateBits[g.off : uint64(g.off)+nb>>6+1]
+		switch g.dim {
+		case dSrcHi:
+			for k, i := range idx {
+				m := &meta[i]
+				x := min((addrHi(m.Flags, &m.SrcIP)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		case dDstHi:
+			for k, i := range idx {
+				m := &meta[i]
+				x := min((addrHi(m.Flags, &m.DstIP)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		case dClass:
+			for k, i := range idx {
+				x := min((uint64(meta[i].Class)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		default:
+			for k, i := range idx {
+				x := min((keyDim(&meta[i], g.dim)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		}
+	}
 }
