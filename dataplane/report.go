@@ -277,26 +277,31 @@ func stageDrops(info []pipelines.StageInfo, s pipelines.NodeStats) []DropCount {
 		return nil
 	}
 	var out []DropCount
-	add := func(reason string, n uint64) {
+	add := func(reason string, n, bytes uint64) {
 		for i := range out {
 			if out[i].Reason == reason {
 				out[i].Packets += n
+				out[i].Bytes += bytes
 				return
 			}
 		}
-		out = append(out, DropCount{Reason: reason, Packets: n})
+		out = append(out, DropCount{Reason: reason, Packets: n, Bytes: bytes})
 	}
 	for e, n := range s.Edges {
 		if n == 0 {
 			continue
 		}
+		var bytes uint64
+		if e < len(s.EdgeBytes) {
+			bytes = s.EdgeBytes[e]
+		}
 		if e >= len(me.Edges) {
-			add(pipelines.BadEdgeReason, n)
+			add(pipelines.BadEdgeReason, n, bytes)
 			continue
 		}
 		for _, t := range info {
 			if t.Name == me.Edges[e] && t.Kind == "drop" {
-				add(t.Target, n)
+				add(t.Target, n, bytes)
 			}
 		}
 	}

@@ -47,9 +47,10 @@ type rnode struct {
 	// on without summing its vector again.
 	vecBytes uint64
 	keepsLen bool
-	// edgePackets counts packets by the edge number the stage wrote, bad
-	// ones included (nil for terminals).
+	// edgePackets and edgeBytes count packets and their bytes by the edge
+	// number the stage wrote, bad ones included (nil for terminals).
 	edgePackets *[256]uint64
+	edgeBytes   *[256]uint64
 }
 
 // NewRunner makes a runner with fresh instances of every stage. Call it
@@ -83,6 +84,7 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		rn.table = new([256]int32)
 		rn.edgePackets = new([256]uint64)
+		rn.edgeBytes = new([256]uint64)
 		for e := range rn.table {
 			rn.table[e] = g.badEdge
 		}
@@ -163,12 +165,13 @@ func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edg
 	idx = idx[:len(next)]
 	e0 := next[0]
 	if allEqual(next, e0) {
-		nd.edgePackets[e0] += uint64(len(idx))
 		dst := &r.nodes[nd.table[e0]]
 		sum := nd.vecBytes
 		if !nd.keepsLen {
 			sum = sumLen(descs, idx)
 		}
+		nd.edgePackets[e0] += uint64(len(idx))
+		nd.edgeBytes[e0] += sum
 		dst.bytes += sum
 		dst.vecBytes += sum
 		if len(dst.vec) == 0 {
@@ -182,9 +185,10 @@ func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edg
 	}
 	for k, e := range next {
 		i := idx[k]
-		nd.edgePackets[e]++
 		dst := &r.nodes[nd.table[e]]
 		n := uint64(descs[i].Len)
+		nd.edgePackets[e]++
+		nd.edgeBytes[e] += n
 		dst.bytes += n
 		dst.vecBytes += n
 		dst.vec = append(dst.vec, i)
@@ -241,6 +245,8 @@ type NodeStats struct {
 	// numbers it does not have, one more entry for those: they went to the
 	// internal_bad_edge drop. Nil for terminals.
 	Edges []uint64
+	// EdgeBytes is Edges in bytes (sum of Desc.Len as the packets left).
+	EdgeBytes []uint64
 }
 
 // Stats appends the runner's per-node counts to dst, in Graph.Stages order.
@@ -255,12 +261,15 @@ func (r *Runner) Stats(dst []NodeStats) []NodeStats {
 		if n.edgePackets != nil {
 			ne := len(r.g.nodes[i].edges)
 			st.Edges = append([]uint64(nil), n.edgePackets[:ne]...)
-			var bad uint64
-			for _, c := range n.edgePackets[ne:] {
+			st.EdgeBytes = append([]uint64(nil), n.edgeBytes[:ne]...)
+			var bad, badBytes uint64
+			for e, c := range n.edgePackets[ne:] {
 				bad += c
+				badBytes += n.edgeBytes[ne+e]
 			}
 			if bad > 0 {
 				st.Edges = append(st.Edges, bad)
+				st.EdgeBytes = append(st.EdgeBytes, badBytes)
 			}
 		}
 		dst = append(dst, st)
@@ -321,6 +330,12 @@ func SumStats(dst, src []NodeStats) []NodeStats {
 		}
 		for e, c := range s.Edges {
 			d.Edges[e] += c
+		}
+		for len(d.EdgeBytes) < len(s.EdgeBytes) {
+			d.EdgeBytes = append(d.EdgeBytes, 0)
+		}
+		for e, c := range s.EdgeBytes {
+			d.EdgeBytes[e] += c
 		}
 	}
 	return dst

@@ -365,9 +365,26 @@ stages:
 			want[k] += v
 		}
 		r.Process(b)
-		for _, s := range r.Stats(nil) {
+		stats := r.Stats(nil)
+		for _, s := range stats {
 			if w, ok := want[s.Name]; ok && s.Bytes != w {
 				t.Errorf("batch %d: %s: %d bytes, want %d", batch, s.Name, s.Bytes, w)
+			}
+		}
+		// Per-edge bytes: what leaves by the edges into a node is what
+		// that node counted arriving.
+		into := map[string]uint64{}
+		for i, s := range stats {
+			if len(s.EdgeBytes) != len(s.Edges) {
+				t.Fatalf("%s: %d edge byte counts for %d edges", s.Name, len(s.EdgeBytes), len(s.Edges))
+			}
+			for e, n := range s.EdgeBytes {
+				into[g.Stages()[i].Edges[e]] += n
+			}
+		}
+		for _, s := range stats {
+			if s.Name != "parse" && into[s.Name] != s.Bytes {
+				t.Errorf("batch %d: edges into %s carried %d bytes, it counted %d", batch, s.Name, into[s.Name], s.Bytes)
 			}
 		}
 	}

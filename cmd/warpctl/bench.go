@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -12,7 +13,7 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	o := bench.DefaultOptions()
-	var chart, jsonOut string
+	var chart, jsonOut, cpuProfile string
 	var millions float64
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -30,6 +31,17 @@ shared machine move from run to run.`,
 				return failf(codeUsage, "--mpackets %g: must be positive", millions)
 			}
 			o.Packets = uint64(millions * 1e6)
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return failf(codeFailed, "cpu profile: %v", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return failf(codeFailed, "cpu profile: %v", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			res, err := bench.Run(cmd.Context(), o, cmd.ErrOrStderr())
 			if err != nil {
 				return failf(codeFailed, "%v", err)
@@ -61,6 +73,7 @@ shared machine move from run to run.`,
 	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
 	fl.StringVar(&chart, "chart", "", "draw the results to this .svg or .png file")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
+	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the in-process rows to this file (go tool pprof)")
 	return cmd
 }
 
