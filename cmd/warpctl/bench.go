@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -103,6 +104,11 @@ func printBench(cmd *cobra.Command, res bench.Result) {
 		case !t.Met:
 			state = "MISSED"
 		}
-		fmt.Fprintf(w, "target %-52s ratio %.2f (want >= %.1f): %s\n", t.Name, t.Ratio, t.Want, state)
+		kind := "target"
+		if t.Reference {
+			kind = "reference"
+			state = strings.ToLower(state) + " (stricter baseline than the issue's, for comparison)"
+		}
+		fmt.Fprintf(w, "%-9s %-60s ratio %.2f (want >= %.1f): %s\n", kind, t.Name, t.Ratio, t.Want, state)
 	}
 }

@@ -3,6 +3,7 @@ package baseline
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,7 +68,7 @@ func TestGopacketParseCountsPackets(t *testing.T) {
 		{filepath.Join(captures, "linktypes/ethernet.pcapng"), 1, 10},
 	}
 	for _, tt := range tests {
-		for name, fn := range map[string]func(string, int) (Result, error){"parse": GopacketParse, "reader": GopacketParseReader} {
+		for name, fn := range map[string]func(string, int) (Result, error){"parse": GopacketParse, "sparse": GopacketParseSparse, "reader": GopacketParseReader} {
 			r, err := fn(tt.path, tt.loops)
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, tt.path, err)
@@ -95,7 +96,7 @@ func TestGopacketParseErrors(t *testing.T) {
 		{filepath.Join(t.TempDir(), "missing.pcap"), 1, os.ErrNotExist},
 	}
 	for _, tt := range tests {
-		for name, fn := range map[string]func(string, int) (Result, error){"parse": GopacketParse, "reader": GopacketParseReader} {
+		for name, fn := range map[string]func(string, int) (Result, error){"parse": GopacketParse, "sparse": GopacketParseSparse, "reader": GopacketParseReader} {
 			_, err := fn(tt.path, tt.loops)
 			if err == nil {
 				t.Errorf("%s %s loops %d: no error", name, tt.path, tt.loops)
@@ -203,5 +204,34 @@ func BenchmarkParser(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSparseParserDecodesTheSame: the sparse-container parser folds the same
+// 5-tuples as the default one over real traffic, so the faster baseline
+// does the same work.
+func TestSparseParserDecodesTheSame(t *testing.T) {
+	for _, name := range []string{"mixed.pcap", "malformed.pcap", "bench-64.pcap"} {
+		_, r, err := loadCapture(filepath.Join(captures, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, sparse := newParser(), newParserWith(gopacket.DecodingLayerSparse(nil))
+		n := 0
+		for {
+			d, _, err := r.ZeroCopyReadPacketData()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			def.parse(d)
+			sparse.parse(d)
+			n++
+		}
+		if n == 0 || def.sum == 0 || def.sum != sparse.sum {
+			t.Errorf("%s: %d packets, default fold %#x, sparse fold %#x", name, n, def.sum, sparse.sum)
+		}
 	}
 }

@@ -25,7 +25,7 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{RowGopacket, RowGopacketReader, RowParse, RowMacswap, RowDefault1k}
+	want := []string{RowGopacket, RowGopacketSparse, RowGopacketReader, RowParse, RowMacswap, RowDefault1k}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(res.Rows), len(want))
 	}
@@ -39,8 +39,11 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s allocated %d times for %d packets", r.Name, r.Allocs, r.Packets)
 		}
 	}
-	var measured, unmeasured int
+	var measured, unmeasured, reference int
 	for _, tg := range res.Targets {
+		if tg.Reference {
+			reference++
+		}
 		if tg.Note != "" {
 			unmeasured++
 			continue
@@ -50,8 +53,8 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("target %+v", tg)
 		}
 	}
-	if measured != 2 || unmeasured != 1 {
-		t.Errorf("targets: %d measured, %d not (testpmd is off): %+v", measured, unmeasured, res.Targets)
+	if measured != 4 || unmeasured != 1 || reference != 2 {
+		t.Errorf("targets: %d measured, %d not (testpmd is off), %d reference: %+v", measured, unmeasured, reference, res.Targets)
 	}
 	chart := filepath.Join(t.TempDir(), "bench.png")
 	if err := Chart(res, chart); err != nil {

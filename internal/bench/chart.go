@@ -12,6 +12,7 @@ import (
 // chartLabels are the short names rows carry on the chart's axis.
 var chartLabels = map[string]string{
 	RowGopacket:       "gopacket decode (baseline)",
+	RowGopacketSparse: "gopacket decode, sparse (baseline)",
 	RowGopacketReader: "gopacket read+decode (baseline)",
 	RowTestpmd:        "dpdk-testpmd macswap (baseline)",
 	RowParse:          "warpflow parse",
