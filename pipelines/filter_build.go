@@ -300,6 +300,7 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 		slices.Sort(small)
 		sets = append(sets, small)
 	}
+	sets = splitGateless(proj, sets)
 	b := &treeBuilder{proj: proj, c: c, ruleChecks: checks, ruleExact: exact}
 	gOffs, gNs := make([]uint32, len(sets)), make([]uint8, len(sets))
 	for i, g := range sets {
@@ -310,6 +311,74 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 	buildPreGates(c, proj, sets, gOffs, gNs)
 	slices.SortFunc(c.trees, func(a, b cTree) int { return int(a.minRule - b.minRule) })
 	return c
+}
+
+// splitGateless splits every rule set that no gate could serve (no
+// dimension constrained by all its rules, tightly enough: typically the
+// set of small groups, e.g. "class: malformed" next to "proto: tcp,
+// dst_port: 23") into subsets by the dimension each rule constrains most
+// tightly, so that each subset's tree gets a gate and the classifier can
+// have pre-gates. Without that, every packet would walk the set's tree and
+// check its rules. Splitting never changes a result: lookup takes the
+// lowest matching rule over all trees. Rules with no usable dimension stay
+// together in one gateless set.
+func splitGateless(proj []projRule, sets [][]int32) [][]int32 {
+	var out [][]int32
+	for _, rs := range sets {
+		if len(rs) < 2 || gateable(proj, rs) {
+			out = append(out, rs)
+			continue
+		}
+		byDim := map[int][]int32{}
+		var rest []int32
+		for _, r := range rs {
+			if d, ok := tightestGateDim(&proj[r]); ok {
+				byDim[d] = append(byDim[d], r)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		for _, d := range slices.Sorted(maps.Keys(byDim)) {
+			out = append(out, byDim[d]) // in rule order: rs is sorted
+		}
+		if len(rest) > 0 {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// gateable reports whether some dimension can gate rule set rs.
+func gateable(proj []projRule, rs []int32) bool {
+	for _, d := range gateDims {
+		if _, _, fill, ok := makeGate(proj, rs, d); ok && fill <= 0.5 {
+			return true
+		}
+	}
+	return false
+}
+
+// tightestGateDim picks the gate dimension rule p constrains, preferring
+// the gate tiers buildGates prefers and, within a tier, the smallest share
+// of the dimension's values; ok is false when p constrains none tightly
+// enough to reject anything much.
+func tightestGateDim(p *projRule) (dim int, ok bool) {
+	best, bestShare := -1, 0.0
+	for _, d := range gateDims {
+		s := p.dims[d]
+		if len(s) == 0 {
+			continue
+		}
+		share := float64(measure(s)) / (float64(dimMax[d]) + 1)
+		if share > 0.5 {
+			continue
+		}
+		if best < 0 || gateTier(uint8(d)) < gateTier(uint8(best)) ||
+			gateTier(uint8(d)) == gateTier(uint8(best)) && share < bestShare {
+			best, bestShare = d, share
+		}
+	}
+	return best, best >= 0
 }
 
 // checkOrder is the order a rule's dimension checks run in: the most

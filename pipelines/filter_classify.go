@@ -32,7 +32,9 @@ import (
 // Rules are split into groups by which of src, dst, src_port, dst_port and
 // vlan they constrain narrowly (the EffiCuts observation: mixing narrow and
 // wildcard rules in one cutting tree replicates the wildcards into every
-// leaf). Each group is a HyperSplit-style binary decision tree: an inner node
+// leaf; groups too small for a tree of their own share one, and a shared
+// set no gate could serve is split again by field, splitGateless). Each
+// group is a HyperSplit-style binary decision tree: an inner node
 // compares one key dimension against a threshold; a leaf lists at most a
 // handful of rules in priority order, each fully checked. Building prunes,
 // in each node's region, every rule after the first one that covers the

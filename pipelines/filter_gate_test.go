@@ -69,8 +69,7 @@ func TestFilterGatesDifferential(t *testing.T) {
 // TestFilterGatesSkipMisses pins the point of gates: traffic that matches
 // no rule walks no tree and checks no rule, however many rules there are,
 // and is turned away by the pre-gates before it visits any tree's gates.
-// (Small sets share one tree whose rules may have no field in common, so
-// it has no gate; its walk is short anyway.)
+// (Small mixed sets: TestFilterSmallMixedSetsArePreGated.)
 func TestFilterGatesSkipMisses(t *testing.T) {
 	for _, n := range []int{1000, 10000} {
 		rnd := rand.New(rand.NewPCG(uint64(n), 3))
@@ -114,5 +113,59 @@ func TestFilterSetBits(t *testing.T) {
 				t.Fatalf("setBits(%d, %d): bit %d is %v", tc.a, tc.b, x, got)
 			}
 		}
+	}
+}
+
+// TestFilterSmallMixedSetsArePreGated: a few rules on unrelated fields (the
+// default pipeline's ACL: a class rule, a protocol rule, port rules,
+// address rules) would share one gateless tree and so give the
+// classifier no pre-gates, making every packet walk that tree. They are
+// split by field instead: ordinary traffic that matches none is turned
+// away by the pre-gates, and what does match still finds its rule.
+func TestFilterSmallMixedSetsArePreGated(t *testing.T) {
+	for _, src := range []string{
+		`rules: [{class: malformed, action: "drop:m"}, {proto: tcp, dst_port: 23, action: "drop:t"}]`,
+		`rules:
+  - {class: malformed, action: "drop:malformed"}
+  - {proto: arp, action: kernel}
+  - {proto: tcp, dst_port: 23, action: "drop:telnet"}
+  - {proto: udp, dst_port: 1900, action: "drop:ssdp"}
+  - {src: 192.0.2.0/24, action: "drop:bogon"}
+  - {src: 2001:db8:bad::/48, action: "drop:bogon"}`,
+	} {
+		rules := parseRulesForTest(t, src)
+		c := buildClassifier(rules)
+		if len(c.pre) == 0 {
+			t.Fatalf("%d rules: no pre-gates (%d trees)", len(rules), len(c.trees))
+		}
+		miss := []rings.Meta{
+			metaV4(17, "10.0.0.1", "10.0.0.2", 4000, 5000),
+			metaV4(6, "10.1.0.1", "10.0.0.2", 4000, 443),
+			metaV6(17, "fd00::1", "fd00::2", 4000, 53),
+		}
+		for i := range miss {
+			m := &miss[i]
+			if got := c.lookup(m); int(got) != len(rules) {
+				t.Fatalf("%d rules: ordinary packet %d matched rule %d", len(rules), i, got)
+			}
+			if v, ch := lookupWork(c, m); v != 0 || ch != 0 {
+				t.Fatalf("%d rules: ordinary packet %d walked %d nodes and checked %d rules, want 0 and 0", len(rules), i, v, ch)
+			}
+		}
+		hit := []rings.Meta{
+			with(metaV4(17, "10.0.0.1", "10.0.0.2", 4000, 5000), func(m *rings.Meta) { m.Class = rings.ClassTruncated }),
+			metaV4(6, "10.0.0.1", "10.0.0.2", 4000, 23),
+		}
+		for i := range hit {
+			if got, want := int(c.lookup(&hit[i])), oracleMatch(rules, &hit[i]); got != want || got == len(rules) {
+				t.Fatalf("%d rules: packet %d: lookup %d, oracle %d, want a match", len(rules), i, got, want)
+			}
+		}
+		rnd := rand.New(rand.NewPCG(7, uint64(len(rules))))
+		metas := make([]rings.Meta, 2000)
+		for i := range metas {
+			metas[i] = genMeta(rnd)
+		}
+		checkAgainstOracle(t, rules, metas)
 	}
 }
