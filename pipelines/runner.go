@@ -31,6 +31,10 @@ type Runner struct {
 	chunk   int    // vector capacity: the graph's batch size
 	timing  bool
 	scratch []Counter
+	// outcome collects the batch's rings.Outcome while Process runs;
+	// mixed once two terminals took packets or a sampler marked some.
+	outcome rings.Outcome
+	mixed   bool
 }
 
 type rnode struct {
@@ -47,6 +51,7 @@ type rnode struct {
 	// on without summing its vector again.
 	vecBytes uint64
 	keepsLen bool
+	marks    bool // a sample stage: it may set Meta.SampleMask
 	// edgePackets and edgeBytes count packets and their bytes by the edge
 	// number the stage wrote, bad ones included (nil for terminals).
 	edgePackets *[256]uint64
@@ -68,6 +73,10 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		chunk:  chunk,
 		timing: o.Timing,
 	}
+	samplers := map[string]bool{}
+	for _, si := range g.Samplers() {
+		samplers[si.Stage] = true
+	}
 	// One backing array for all vectors keeps them close in memory.
 	backing := make([]uint16, chunk*len(g.nodes))
 	for i := range g.nodes {
@@ -75,6 +84,7 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		rn := &r.nodes[i]
 		rn.vec = backing[i*chunk : i*chunk : (i+1)*chunk]
 		rn.terminal, rn.verdict, rn.target = gn.terminal, gn.verdict, gn.target
+		rn.marks = samplers[gn.name]
 		if gn.terminal {
 			continue
 		}
@@ -98,9 +108,14 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 // longer than the graph's batch size is run in slices of that size.
 func (r *Runner) Process(b *rings.Batch) {
 	n := b.Len()
+	r.outcome, r.mixed = rings.Outcome{}, false
 	for start := 0; start < n; start += r.chunk {
 		r.run(b, start, min(start+r.chunk, n))
 	}
+	if n > 0 && !r.mixed {
+		r.outcome.Valid = true
+	}
+	b.Outcome = r.outcome
 }
 
 // run takes packets [start, end) of b through the graph.
@@ -141,7 +156,11 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 				m.Verdict, m.Target = verdict, target
 			}
 			nd.vec = idx[:0]
+			r.noteTerminal(verdict, target, nd.vecBytes)
 		} else {
+			if nd.marks {
+				r.mixed = true
+			}
 			next := r.next[:len(idx)]
 			nd.stage.Process(b, idx, next)
 			r.scatter(nd, b.Descs, idx, next)
@@ -155,6 +174,19 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 			t0 = t1
 		}
 	}
+}
+
+// noteTerminal folds a terminal's vector (bytes long) into the batch's
+// outcome.
+func (r *Runner) noteTerminal(v rings.Verdict, t uint16, bytes uint64) {
+	o := &r.outcome
+	switch {
+	case o.Verdict == rings.VerdictNone:
+		o.Verdict, o.Target = v, t
+	case o.Verdict != v || o.Target != t:
+		r.mixed = true
+	}
+	o.Bytes += bytes
 }
 
 // scatter moves nd's packets to the vectors of the nodes their edges lead

@@ -400,3 +400,62 @@ func indexOfNode(t *testing.T, g *Graph, name string) int {
 	t.Fatalf("no node %s", name)
 	return -1
 }
+
+// TestRunnerOutcome: the runner summarises a batch whose packets all ended
+// at one terminal with no sample mark (verdict, target, total bytes as they
+// arrived there), and leaves no summary when they split, when a sampler
+// saw them, or once the batch changes.
+func TestRunnerOutcome(t *testing.T) {
+	lenSum := func(n, extra int) uint64 {
+		var s uint64
+		for i := 0; i < n; i++ {
+			s += uint64(60 + i + extra)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		src    string
+		n      int // packets; 80 runs in two chunks of the graph's batch size 64
+		valid  bool
+		target uint16
+		bytes  uint64
+	}{
+		{"linear", "name: p\nstages:\n  - {name: m, type: t_mark}\n  - {name: out, type: tx, port: p0}\n", 64, true, 0, lenSum(64, 0)},
+		{"two chunks", "name: p\nstages:\n  - {name: m, type: t_mark}\n  - {name: out, type: tx, port: p0}\n", 80, true, 0, lenSum(80, 0)},
+		{"resized on the way", "name: p\nstages:\n  - {name: parse, type: parse}\n  - {name: tag, type: rewrite, push_vlan: 7}\n  - {name: out, type: tx, port: p0}\n", 64, true, 0, lenSum(64, 4)},
+		{"second port", "name: p\nstages:\n  - {name: par, type: t_parity, odd: b}\n  - {name: a, type: tx, port: p0}\n  - {name: b, type: tx, port: p1}\n", 1, true, 0, lenSum(1, 0)},
+		{"split", "name: p\nstages:\n  - {name: par, type: t_parity, odd: b}\n  - {name: a, type: tx, port: p0}\n  - {name: b, type: tx, port: p1}\n", 64, false, 0, 0},
+		{"sampled", "name: p\nstages:\n  - {name: s, type: sample, every: 2, file: s.pcap}\n  - {name: out, type: tx, port: p0}\n", 64, false, 0, 0},
+	} {
+		g := tkLoad(t, tc.src)
+		a, err := rings.NewArena(rings.ArenaOptions{Frames: 128, FrameSize: 2048, Headroom: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := rings.NewBatch(128, a)
+		for i := 0; i < tc.n; i++ {
+			b.Append(rings.Desc{Addr: uint64(i)*2048 + 64, Len: uint32(60 + i)}, uint64(i), 0)
+		}
+		g.NewRunner(RunnerOptions{}).Process(b)
+		o := b.Outcome
+		if o.Valid != tc.valid {
+			t.Fatalf("%s: outcome %+v, want valid=%v", tc.name, o, tc.valid)
+		}
+		if !tc.valid {
+			continue
+		}
+		if o.Verdict != rings.VerdictTX || o.Target != tc.target || o.Bytes != tc.bytes {
+			t.Fatalf("%s: outcome %+v, want tx to port %d, %d bytes", tc.name, o, tc.target, tc.bytes)
+		}
+		for i := range b.Meta {
+			if b.Meta[i].Verdict != o.Verdict || b.Meta[i].Target != o.Target {
+				t.Fatalf("%s: packet %d has verdict %v/%d, the outcome says %v/%d", tc.name, i, b.Meta[i].Verdict, b.Meta[i].Target, o.Verdict, o.Target)
+			}
+		}
+		b.Append(rings.Desc{Len: 60}, 999, 0)
+		if b.Outcome.Valid {
+			t.Fatalf("%s: outcome still valid after Append", tc.name)
+		}
+	}
+}

@@ -12,8 +12,23 @@ type Batch struct {
 	Descs []Desc // len is the number of packets in the batch; cap is the capacity
 	Meta  []Meta // same len as Descs
 
+	// Outcome, when Valid, summarises the verdicts of the whole batch, so
+	// the consumer need not read every packet's Meta. A pipeline runner
+	// sets it; any change to the batch's length resets it.
+	Outcome Outcome
+
 	mem       []byte // the arena's memory
 	frameMask uint64 // frameSize-1
+}
+
+// Outcome says that every packet of a batch got the same verdict and
+// target and that none carries a sample mark, and gives their total length.
+// When Valid is false, each packet's Meta is the only record.
+type Outcome struct {
+	Valid   bool
+	Verdict Verdict
+	Target  uint16
+	Bytes   uint64 // sum of Desc.Len over the batch
 }
 
 // NewBatch returns an empty batch of the given capacity whose descriptors
@@ -43,6 +58,7 @@ func (b *Batch) Cap() int { return cap(b.Descs) }
 // SetLen sets the number of packets, within capacity. Descriptors and
 // metadata beyond the old length keep whatever they held.
 func (b *Batch) SetLen(n int) {
+	b.Outcome.Valid = false
 	b.Descs = b.Descs[:n]
 	b.Meta = b.Meta[:n]
 }
@@ -53,6 +69,7 @@ func (b *Batch) SetLen(n int) {
 // Meta value and copying it in costs several times more.
 func (b *Batch) Append(d Desc, seq uint64, inPort uint16) {
 	n := len(b.Descs)
+	b.Outcome.Valid = false
 	b.Descs = append(b.Descs, d)
 	b.Meta = b.Meta[:n+1]
 	m := &b.Meta[n]
@@ -66,6 +83,7 @@ func (b *Batch) Append(d Desc, seq uint64, inPort uint16) {
 // the metadata instead of one per packet.
 func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 	n := len(b.Descs)
+	b.Outcome.Valid = false
 	k := min(len(descs), cap(b.Descs)-n)
 	b.Descs = append(b.Descs, descs[:k]...)
 	b.Meta = b.Meta[:n+k]
