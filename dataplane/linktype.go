@@ -25,11 +25,15 @@ import (
 const (
 	linkNull     = 0   // BSD loopback: 4-byte AF_ value in the capturing host's byte order
 	linkEthernet = 1   // Ethernet
+	linkPPP      = 9   // PPP, with or without the ff 03 HDLC-like address/control
+	linkPPPHDLC  = 50  // PPP in HDLC-like framing: ff 03, then the PPP protocol
 	linkRawDLT12 = 12  // raw IP, DLT_RAW as most BSDs number it
 	linkRawDLT14 = 14  // raw IP, DLT_RAW as OpenBSD numbers it
 	linkRaw      = 101 // raw IP (LINKTYPE_RAW)
+	linkCHDLC    = 104 // Cisco HDLC: address, control, 2-byte ethertype
 	linkLoop     = 108 // OpenBSD loopback: 4-byte AF_ value, big-endian
 	linkSLL      = 113 // Linux cooked capture v1, 16-byte header
+	linkPPPPPPD  = 166 // PPP as pppd saves it: direction byte, 03, then the PPP protocol
 	linkIPv4     = 228 // raw IPv4
 	linkIPv6     = 229 // raw IPv6
 	linkSLL2     = 276 // Linux cooked capture v2, 20-byte header
@@ -45,6 +49,10 @@ const (
 	sllHeaderLen   = 16
 	sll2HeaderLen  = 20
 	nullHeaderLen  = 4
+	chdlcHeaderLen = 4 // address, control, protocol (2)
+	pppHDLCLen     = 2 // ff 03 (or, for PPP_PPPD, direction and 03)
+	etherTypeMPLS  = 0x8847
+	etherTypeMPLSM = 0x8848
 )
 
 // linkKind is how one link type becomes Ethernet.
@@ -60,6 +68,9 @@ const (
 	kindLoop                 // 4-byte AF, big-endian
 	kindSLL                  // 16-byte Linux cooked header
 	kindSLL2                 // 20-byte Linux cooked v2 header
+	kindPPP                  // optional ff 03, then the PPP protocol field
+	kindPPPFramed            // 2 framing bytes, then the PPP protocol field
+	kindCHDLC                // 4-byte Cisco HDLC header carrying an ethertype
 )
 
 // linkKindOf returns how link type lt is normalised, or kindUnsupported.
@@ -81,6 +92,12 @@ func linkKindOf(lt uint32) linkKind {
 		return kindSLL
 	case linkSLL2:
 		return kindSLL2
+	case linkPPP:
+		return kindPPP
+	case linkPPPHDLC, linkPPPPPPD:
+		return kindPPPFramed
+	case linkCHDLC:
+		return kindCHDLC
 	}
 	return kindUnsupported
 }
@@ -122,6 +139,25 @@ func normalize(k linkKind, data []byte, hdr *[ethHeaderLen]byte) (hl, skip int, 
 		setSrcMAC(hdr, data[11:12], data[12:20])
 		et = sllEtherType(binary.BigEndian.Uint16(data[0:2]), len(data)-sll2HeaderLen)
 		skip = sll2HeaderLen
+	case kindPPP, kindPPPFramed:
+		off := 0
+		if k == kindPPPFramed || len(data) >= pppHDLCLen && data[0] == 0xff && data[1] == 0x03 {
+			off = pppHDLCLen
+		}
+		var n int
+		if et, n = pppEtherType(data[min(off, len(data)):]); n == 0 {
+			return 0, 0, false
+		}
+		skip = off + n
+	case kindCHDLC:
+		// address(1) control(1) protocol(2); the protocol is an ethertype
+		if len(data) < chdlcHeaderLen {
+			return 0, 0, false
+		}
+		if et = binary.BigEndian.Uint16(data[2:4]); et < etherTypeMin {
+			et = 0 // not an ethertype: unknown L3, not an 802.3 length
+		}
+		skip = chdlcHeaderLen
 	default:
 		return 0, 0, false
 	}
@@ -179,6 +215,37 @@ func etherTypeOfAF(b []byte, bigEndian bool) uint16 {
 	return 0
 }
 
+// pppEtherType reads the PPP protocol field at the start of b and returns
+// the ethertype it maps to and the field's length, or n == 0 when b is too
+// short for it. The field is 2 bytes, or 1 when its first byte is odd
+// (protocol-field compression, RFC 1661 section 6.5: every protocol number
+// has an even high byte and an odd low byte). IPv4, IPv6 and MPLS map to
+// their ethertypes; anything else (LCP 0xc021, IPCP 0x8021, compressed
+// TCP, ...) gets ethertype 0, which the parse stage counts as an unknown
+// L3 protocol.
+func pppEtherType(b []byte) (et uint16, n int) {
+	var proto uint16
+	switch {
+	case len(b) >= 1 && b[0]&1 == 1:
+		proto, n = uint16(b[0]), 1
+	case len(b) >= 2:
+		proto, n = binary.BigEndian.Uint16(b), 2
+	default:
+		return 0, 0
+	}
+	switch proto {
+	case 0x0021:
+		et = etherTypeIPv4
+	case 0x0057:
+		et = etherTypeIPv6
+	case 0x0281:
+		et = etherTypeMPLS
+	case 0x0283:
+		et = etherTypeMPLSM
+	}
+	return et, n
+}
+
 // sllEtherType turns an SLL protocol field into an ethertype. Values of
 // 0x0600 and up are ethertypes. Smaller ones (ETH_P_802_2 = 4 for LLC,
 // ETH_P_802_3 = 1 for raw 802.3, ...) mean the payload is not an
@@ -192,13 +259,13 @@ func sllEtherType(proto uint16, payload int) uint16 {
 }
 
 // supportedLinkTypes is the list named in unsupported-link-type errors.
-const supportedLinkTypes = "ethernet, raw ipv4/ipv6, linux sll/sll2, bsd null/loop"
+const supportedLinkTypes = "ethernet, raw ipv4/ipv6, linux sll/sll2, bsd null/loop, ppp/ppp_hdlc/ppp_pppd, cisco hdlc"
 
 // LinkTypeError reports a capture (or a pcapng interface in it) whose link
 // type the replay port cannot turn into Ethernet frames. It wraps
 // ErrUnsupportedLinkType, and its text is one line, for example:
 //
-//	capture foo.pcap: link type 104 (C_HDLC) is not supported (supported: ethernet, raw ipv4/ipv6, linux sll/sll2, bsd null/loop)
+//	capture foo.pcap: link type 105 (IEEE802_11) is not supported (supported: ethernet, raw ipv4/ipv6, linux sll/sll2, bsd null/loop, ppp/ppp_hdlc/ppp_pppd, cisco hdlc)
 type LinkTypeError struct {
 	Capture   string // capture name (path)
 	LinkType  uint32 // LINKTYPE_ number

@@ -32,7 +32,10 @@ func fuzzSeeds(t testing.TB) [][]byte {
 			ngRec{0, eth(srcMAC, 0x0800, ipv4Pkt)}, ngRec{1, ipv6Pkt},
 			ngRec{2, cat(sll(6, srcMAC, 0x86DD), ipv6Pkt)}, ngRec{3, cat(sll2(6, srcMAC, 0x0800), ipv4Pkt)},
 			ngRec{4, cat([]byte{2, 0, 0, 0}, ipv4Pkt)}),
-		ngFile(t, []layers.LinkType{1, 104}, ngRec{0, eth(nil, 0x0800, ipv4Pkt)}, ngRec{1, ipv4Pkt}),
+		ngFile(t, []layers.LinkType{9, 104, 50},
+			ngRec{0, cat([]byte{0x21}, ipv4Pkt)}, ngRec{1, cat([]byte{0x0f, 0, 0x86, 0xdd}, ipv6Pkt)},
+			ngRec{2, cat([]byte{0xff, 0x03, 0x00, 0x21}, ipv4Pkt)}),
+		ngFile(t, []layers.LinkType{1, 127}, ngRec{0, eth(nil, 0x0800, ipv4Pkt)}, ngRec{1, ipv4Pkt}),
 	)
 	for _, c := range hostileCases(t) {
 		seeds = append(seeds, c.data)

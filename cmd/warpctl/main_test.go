@@ -113,12 +113,12 @@ func TestReplayExpect(t *testing.T) {
 }
 
 func TestReplayUnsupportedLinkType(t *testing.T) {
-	_, e, code := run(t, "replay", "../../testdata/captures/linktypes/unsupported-ppp.pcap")
+	_, e, code := run(t, "replay", "../../testdata/captures/linktypes/unsupported-ieee802_11-105.pcap")
 	if code != codeFailed {
 		t.Fatalf("exit %d, want %d", code, codeFailed)
 	}
 	first := strings.SplitN(e, "\n", 2)[0]
-	if !strings.Contains(first, "link type 9") {
+	if !strings.Contains(first, "link type 105") {
 		t.Fatalf("first line should name the link type: %q", first)
 	}
 }

@@ -9,15 +9,19 @@ import (
 
 // Link types by number, as in the tcpdump.org LINKTYPE_ registry.
 const (
-	linkNull  layers.LinkType = 0   // BSD loopback, host byte order family
-	linkPPP   layers.LinkType = 9   // PPP (unsupported by warpflow)
-	linkRaw   layers.LinkType = 101 // raw IP, version from the first nibble
-	linkLoop  layers.LinkType = 108 // OpenBSD loopback, network byte order family
-	linkSLL   layers.LinkType = 113 // Linux cooked v1
-	linkIPv4  layers.LinkType = 228 // raw IPv4 only
-	linkIPv6  layers.LinkType = 229 // raw IPv6 only
-	linkSLL2  layers.LinkType = 276 // Linux cooked v2
-	ethLinkID layers.LinkType = 1
+	linkNull    layers.LinkType = 0   // BSD loopback, host byte order family
+	linkPPP     layers.LinkType = 9   // PPP, ff 03 framing optional
+	linkPPPHDLC layers.LinkType = 50  // PPP in HDLC-like framing
+	linkRaw     layers.LinkType = 101 // raw IP, version from the first nibble
+	linkCHDLC   layers.LinkType = 104 // Cisco HDLC
+	link80211   layers.LinkType = 105 // IEEE 802.11 (unsupported by warpflow)
+	linkLoop    layers.LinkType = 108 // OpenBSD loopback, network byte order family
+	linkSLL     layers.LinkType = 113 // Linux cooked v1
+	linkPPPPPPD layers.LinkType = 166 // PPP as pppd saves it, direction first
+	linkIPv4    layers.LinkType = 228 // raw IPv4 only
+	linkIPv6    layers.LinkType = 229 // raw IPv6 only
+	linkSLL2    layers.LinkType = 276 // Linux cooked v2
+	ethLinkID   layers.LinkType = 1
 )
 
 var linkBase = time.Date(2024, 1, 5, 0, 0, 0, 0, time.UTC)
@@ -105,10 +109,57 @@ func buildLinktypes() ([]*capture, *capture) {
 	ng := mk("ethernet.pcapng", ethLinkID, nil, func(_ int, p linkPacket) []byte { return p.frame[:ethLen] })
 	ng.ng = true
 	out = append(out, ng)
-	ppp := newCapture("linktypes/unsupported-ppp.pcap", linkPPP, linkBase)
-	ppp.raw(pk[0].note+" in PPP HDLC-like framing", append([]byte{0xff, 0x03, 0x00, 0x21}, pk[0].ip()...))
-	out = append(out, ppp)
+	out = append(out,
+		mk("ppp-9.pcap", linkPPP, nil, pppHeader),
+		mk("ppp_hdlc-50.pcap", linkPPPHDLC, nil, func(_ int, p linkPacket) []byte {
+			return append([]byte{0xff, 0x03}, pppProto(p)...)
+		}),
+		mk("ppp_pppd-166.pcap", linkPPPPPPD, nil, func(_ int, p linkPacket) []byte {
+			dir := byte(0) // received
+			if p.fromA {
+				dir = 1 // sent
+			}
+			return append([]byte{dir, 0x03}, pppProto(p)...)
+		}),
+		mk("c_hdlc-104.pcap", linkCHDLC, nil, func(_ int, p linkPacket) []byte {
+			return append([]byte{0x0f, 0x00}, p.frame[12:14]...) // unicast, ethertype
+		}),
+	)
+	// An 802.11 data frame (to DS, 24-byte header) with LLC/SNAP carrying
+	// the first IPv4 packet: a link type Warpflow does not normalise.
+	wlan := newCapture("linktypes/unsupported-ieee802_11-105.pcap", link80211, linkBase)
+	wlanHdr := []byte{0x08, 0x01, 0, 0}             // frame control: data, to DS; duration
+	wlanHdr = append(wlanHdr, pk[0].frame[0:6]...)  // addr1: BSSID (the gateway's MAC)
+	wlanHdr = append(wlanHdr, pk[0].frame[6:12]...) // addr2: source
+	wlanHdr = append(wlanHdr, pk[0].frame[0:6]...)  // addr3: destination
+	wlanHdr = append(wlanHdr, 0x10, 0x00)           // sequence control
+	wlanHdr = append(wlanHdr, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00)
+	wlan.raw(pk[0].note+" in 802.11 with LLC/SNAP", append(wlanHdr, pk[0].ip()...))
+	out = append(out, wlan)
 	return out, src
+}
+
+// pppProto is the uncompressed 2-byte PPP protocol field: 0x0021 IPv4,
+// 0x0057 IPv6.
+func pppProto(p linkPacket) []byte {
+	if p.v6() {
+		return []byte{0x00, 0x57}
+	}
+	return []byte{0x00, 0x21}
+}
+
+// pppHeader is a LINKTYPE_PPP header; the packets rotate through the three
+// shapes readers must take: HDLC-like framing (ff 03, 2-byte protocol), no
+// framing (2-byte protocol) and no framing with protocol-field compression
+// (1-byte protocol, RFC 1661 section 6.5).
+func pppHeader(i int, p linkPacket) []byte {
+	switch i % 3 {
+	case 0:
+		return append([]byte{0xff, 0x03}, pppProto(p)...)
+	case 1:
+		return pppProto(p)
+	}
+	return pppProto(p)[1:]
 }
 
 // sllPktType is the Linux packet type: 0 to us, 4 outgoing; a sends.
