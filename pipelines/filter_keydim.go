@@ -96,6 +96,15 @@ func keyDim(m *rings.Meta, d uint8) uint64 {
 	return 0
 }
 
+// portKey is filterKey's dSport (or dDport) value: port of a packet m
+// whose protocol carries ports, else noPort.
+func portKey(m *rings.Meta, port uint16) uint64 {
+	if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) != 0 && m.Flags&rings.FlagL4 != 0 && portedProto(m.IPProto) {
+		return uint64(port)
+	}
+	return noPort
+}
+
 // addrHi is filterKey's dSrcHi (or dDstHi) value of address a of a packet
 // with flags f.
 func addrHi(f rings.Flags, a *[16]byte) uint64 {
@@ -144,6 +153,18 @@ func (c *filterClassifier) preHits(meta []rings.Meta, idx []uint16, hit []uint64
 		case dClass:
 			for k, i := range idx {
 				x := min((uint64(meta[i].Class)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		case dDport:
+			for k, i := range idx {
+				m := &meta[i]
+				x := min((portKey(m, m.DstPort)-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
+		case dSport:
+			for k, i := range idx {
+				m := &meta[i]
+				x := min((portKey(m, m.SrcPort)-base)>>sh, nb)
 				hit[k] |= bm[x>>6] >> (x & 63)
 			}
 		default:

@@ -119,13 +119,19 @@ func TestFilterProcessAgreesWithLookup(t *testing.T) {
 
 // TestFilterPreHitsAgrees checks the vector-wide pre-gate pass against
 // prePass on each packet's full key, on rule sets whose pre-gates cover
-// every dimension loop (source, destination, class and the generic one).
+// every dimension loop (addresses, ports, class and the generic one).
 func TestFilterPreHitsAgrees(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(8, 3))
 	dims := map[uint8]int{}
 	sets := [][]filterRule{benchShapedRules(1000), realisticRules(rnd, 1000)}
+	// Rules on source ports alone, so the source-port loop has a pre-gate.
+	var bySport []filterRule
+	for i := range 60 {
+		bySport = append(bySport, filterRule{srcPort: []portRange{{lo: uint16(1000 + 7*i), hi: uint16(1000 + 7*i + i%3)}}})
+	}
+	sets = append(sets, bySport)
 	for range 150 {
-		force := 1 + rnd.IntN(63)
+		force := 1 + rnd.IntN(127)
 		rules := make([]filterRule, 40+rnd.IntN(100))
 		for i := range rules {
 			r := genRule(rnd)
@@ -143,6 +149,9 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 			}
 			if force&16 != 0 && r.proto == nil {
 				r.proto = []uint16{genProtos[rnd.IntN(len(genProtos))]}
+			}
+			if force&64 != 0 && r.srcPort == nil {
+				r.srcPort = genRanges(rnd, genPorts)
 			}
 			rules[i] = r
 		}
@@ -177,7 +186,7 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 			}
 		}
 	}
-	for _, d := range []uint8{dSrcHi, dDstHi, dClass} {
+	for _, d := range []uint8{dSrcHi, dDstHi, dSport, dDport, dClass} {
 		if dims[d] == 0 {
 			t.Errorf("no pre-gate on dimension %d: its loop is not exercised", d)
 		}
