@@ -24,8 +24,9 @@ through several pipelines, inline on one pinned core, to a null port, and
 measures in the same run the idiomatic gopacket program (pcapgo +
 DecodingLayerParser) and dpdk-testpmd's macswap forwarding of the same
 capture (net_pcap infinite_rx to net_null). Each in-process row is the median
-of --repeats measurements. Compare ratios between rows: absolute rates on a
-shared machine move from run to run.`,
+of --repeats measurements, taken round-robin across the rows so that every
+row sees the same mix of the machine's fast and slow moments. Compare ratios
+between rows: absolute rates on a shared machine move from run to run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if millions <= 0 {

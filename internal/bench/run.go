@@ -113,20 +113,31 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		{RowMacswap, func() (Row, error) { return replayRow(o.Capture, macswapPipeline, loops) }},
 		{RowDefault1k, func() (Row, error) { return replayRow(o.Capture, defaultPipeline1k(), loops) }},
 	}
-	for _, m := range inproc {
-		fmt.Fprintf(log, "measuring %s ...\n", m.name)
-		row := Row{Name: m.name, Baseline: isBaseline(m.name)}
-		var samples []Row
-		for range o.Repeats {
+	// Rows are measured round-robin (every row once, then every row
+	// again, ...) rather than one row's repeats back to back: on a shared
+	// machine whose speed shifts from one stretch of seconds to the next,
+	// each row then sees the same mix of fast and slow stretches, and the
+	// ratios between rows' medians stay meaningful.
+	samples := make([][]Row, len(inproc))
+	errs := make([]string, len(inproc))
+	for rep := range o.Repeats {
+		for i, m := range inproc {
+			if errs[i] != "" {
+				continue
+			}
+			fmt.Fprintf(log, "measuring %s (%d of %d) ...\n", m.name, rep+1, o.Repeats)
 			r, err := onCPU(o.CPU, m.run)
 			if err != nil {
-				row.Err = err.Error()
-				break
+				errs[i] = err.Error()
+				continue
 			}
-			samples = append(samples, r)
+			samples[i] = append(samples[i], r)
 		}
+	}
+	for i, m := range inproc {
+		row := Row{Name: m.name, Baseline: isBaseline(m.name), Err: errs[i]}
 		if row.Err == "" {
-			row = median(samples)
+			row = median(samples[i])
 			row.Name, row.Baseline = m.name, isBaseline(m.name)
 		}
 		res.Rows = append(res.Rows, row)
