@@ -135,6 +135,8 @@ func TestReplayBadInputs(t *testing.T) {
 		{[]string{"replay", "--loops", "0"}, codeUsage, "--loops"},
 		{[]string{"replay", "--no-such-flag"}, codeUsage, "no-such-flag"},
 		{[]string{"replay", "--pipeline", "../../testdata/pipelines/invalid/does-not-exist.yaml"}, codeFailed, "does-not-exist.yaml"},
+		// Same stem, so the same output subdirectory: refused, not overwritten.
+		{[]string{"replay", "--out", t.TempDir(), "../../testdata/captures/linktypes/ethernet.pcap", "../../testdata/captures/linktypes/ethernet.pcapng"}, codeUsage, "share the output directory"},
 	} {
 		_, e, code := run(t, c.args...)
 		if code != c.code || !strings.Contains(e, c.want) {

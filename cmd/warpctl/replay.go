@@ -91,6 +91,18 @@ func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
 	for _, a := range args {
 		inputs = append(inputs, input{name: a})
 	}
+	if len(inputs) > 1 && (f.out != "" || f.expect != "") {
+		// Each capture's outputs go to a subdirectory named after it; two
+		// captures with one name would overwrite each other's outputs.
+		seen := map[string]string{}
+		for _, in := range inputs {
+			stem := captureStem(in.name)
+			if prev, ok := seen[stem]; ok {
+				return failf(codeUsage, "captures %s and %s would share the output directory %q: give them different names", prev, in.name, stem)
+			}
+			seen[stem] = in.name
+		}
+	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	failed, mismatched := 0, 0
 	var reports []dataplane.Report
