@@ -275,7 +275,6 @@ func checkTargets(rows []Row) []Target {
 		r, b := find(rows, g.Row), find(rows, g.Base)
 		if r == nil || b == nil {
 			g.Note = "not measured in this run"
-			g.Ratio, g.Met = 0, false
 			continue
 		}
 		g.Ratio = r.Mpps / b.Mpps
