@@ -135,16 +135,9 @@ func gopacketParse(path string, loops int, p *parser) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var pkts [][]byte
-	for {
-		d, _, err := r.ZeroCopyReadPacketData()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return Result{}, fmt.Errorf("%s packet %d: %w", path, len(pkts), err)
-		}
-		pkts = append(pkts, bytes.Clone(d))
+	pkts, err := readAll(r)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s %w", path, err)
 	}
 	start := time.Now()
 	for range loops {
@@ -192,4 +185,19 @@ func GopacketParseReader(path string, loops int) (Result, error) {
 	elapsed := time.Since(start)
 	sink = p.sum
 	return newResult(n, elapsed), nil
+}
+
+// readAll reads every packet r has, each copied out of the reader's buffer.
+func readAll(r packetReader) ([][]byte, error) {
+	var pkts [][]byte
+	for {
+		d, _, err := r.ZeroCopyReadPacketData()
+		if err == io.EOF {
+			return pkts, nil
+		}
+		if err != nil {
+			return pkts, fmt.Errorf("packet %d: %w", len(pkts), err)
+		}
+		pkts = append(pkts, bytes.Clone(d))
+	}
 }

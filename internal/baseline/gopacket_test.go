@@ -3,7 +3,6 @@ package baseline
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -154,13 +153,9 @@ func TestParserDoesNotAllocate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pkts [][]byte
-		for {
-			d, _, err := r.ZeroCopyReadPacketData()
-			if err != nil {
-				break
-			}
-			pkts = append(pkts, bytes.Clone(d))
+		pkts, err := readAll(r)
+		if err != nil {
+			t.Fatal(err)
 		}
 		p := newParser()
 		p.parse(pkts[0])
@@ -186,13 +181,9 @@ func BenchmarkParser(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var pkts [][]byte
-			for {
-				d, _, err := r.ZeroCopyReadPacketData()
-				if err != nil {
-					break
-				}
-				pkts = append(pkts, bytes.Clone(d))
+			pkts, err := readAll(r)
+			if err != nil {
+				b.Fatal(err)
 			}
 			p := newParser()
 			b.ReportAllocs()
@@ -216,22 +207,17 @@ func TestSparseParserDecodesTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pkts, err := readAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		def, sparse := newParser(), newParserWith(gopacket.DecodingLayerSparse(nil))
-		n := 0
-		for {
-			d, _, err := r.ZeroCopyReadPacketData()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, d := range pkts {
 			def.parse(d)
 			sparse.parse(d)
-			n++
 		}
-		if n == 0 || def.sum == 0 || def.sum != sparse.sum {
-			t.Errorf("%s: %d packets, default fold %#x, sparse fold %#x", name, n, def.sum, sparse.sum)
+		if n := len(pkts); n == 0 || def.sum == 0 || def.sum != sparse.sum {
+			t.Errorf("%s: %d packets, default fold %#x, sparse fold %#x", name, len(pkts), def.sum, sparse.sum)
 		}
 	}
 }
