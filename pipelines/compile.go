@@ -85,6 +85,9 @@ type cstage struct {
 	certain bool
 	term    terminal
 	edges   []int // resolved targets: stage number, or -1 for a drop target / error
+	// marks is true when its Build registered a sampler: its instances may
+	// set Meta.SampleMask.
+	marks bool
 	// badNext is the default next edge when the following stage's name is
 	// unusable (empty, invalid, reserved or a duplicate): not reported again.
 	badNext Target
@@ -146,7 +149,7 @@ func (c *compiler) buildStages() {
 			cs.certain = true
 			continue
 		}
-		before := c.errs.Len()
+		before, samplers := c.errs.Len(), len(c.samplers)
 		tmpl, edges, perr := safeBuild(cs.kind, ctx)
 		switch {
 		case perr != nil:
@@ -163,6 +166,7 @@ func (c *compiler) buildStages() {
 			c.errs.Add(st.Pos, st.Name, fmt.Sprintf("stage has %d outgoing edges (at most %d)", len(edges), MaxEdges))
 		default:
 			cs.tmpl, cs.targets, cs.certain = tmpl, edges, true
+			cs.marks = len(c.samplers) > samplers
 			continue
 		}
 		guess()

@@ -35,6 +35,7 @@ type gnode struct {
 	label      string // tx: port; drop: reason
 	tmpl       Template
 	edges      []int32 // edge number -> node
+	marks      bool    // a sampler: it may set Meta.SampleMask
 }
 
 // StageInfo describes one node of a compiled graph.
@@ -151,7 +152,7 @@ func (c *compiler) link() (*Graph, error) {
 		cs := &c.stages[i]
 		st := &s.Stages[i]
 		n := &g.nodes[i]
-		n.name, n.kind, n.tmpl = st.Name, st.Type, cs.tmpl
+		n.name, n.kind, n.tmpl, n.marks = st.Name, st.Type, cs.tmpl, cs.marks
 		if cs.kind.Terminal {
 			n.terminal, n.verdict, n.label = true, cs.term.verdict, cs.term.label
 			switch n.verdict {

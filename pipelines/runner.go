@@ -51,7 +51,7 @@ type rnode struct {
 	// on without summing its vector again.
 	vecBytes uint64
 	keepsLen bool
-	marks    bool // a sample stage: it may set Meta.SampleMask
+	marks    bool // its stage registered a sampler: it may set Meta.SampleMask
 	// edgePackets and edgeBytes count packets and their bytes by the edge
 	// number the stage wrote, bad ones included (nil for terminals).
 	edgePackets *[256]uint64
@@ -73,10 +73,6 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		chunk:  chunk,
 		timing: o.Timing,
 	}
-	samplers := map[string]bool{}
-	for _, si := range g.Samplers() {
-		samplers[si.Stage] = true
-	}
 	// One backing array for all vectors keeps them close in memory.
 	backing := make([]uint16, chunk*len(g.nodes))
 	for i := range g.nodes {
@@ -84,7 +80,7 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		rn := &r.nodes[i]
 		rn.vec = backing[i*chunk : i*chunk : (i+1)*chunk]
 		rn.terminal, rn.verdict, rn.target = gn.terminal, gn.verdict, gn.target
-		rn.marks = samplers[gn.name]
+		rn.marks = gn.marks
 		if gn.terminal {
 			continue
 		}

@@ -427,6 +427,7 @@ func TestRunnerOutcome(t *testing.T) {
 		{"second port", "name: p\nstages:\n  - {name: par, type: t_parity, odd: b}\n  - {name: a, type: tx, port: p0}\n  - {name: b, type: tx, port: p1}\n", 1, true, 0, lenSum(1, 0)},
 		{"split", "name: p\nstages:\n  - {name: par, type: t_parity, odd: b}\n  - {name: a, type: tx, port: p0}\n  - {name: b, type: tx, port: p1}\n", 64, false, 0, 0},
 		{"sampled", "name: p\nstages:\n  - {name: s, type: sample, every: 2, file: s.pcap}\n  - {name: out, type: tx, port: p0}\n", 64, false, 0, 0},
+		{"sampler named otherwise", "name: p\nstages:\n  - {name: s, type: t_sample, every: 2, file: s.pcap, as: mirror}\n  - {name: out, type: tx, port: p0}\n", 64, false, 0, 0},
 	} {
 		g := tkLoad(t, tc.src)
 		a, err := rings.NewArena(rings.ArenaOptions{Frames: 128, FrameSize: 2048, Headroom: 64})

@@ -169,11 +169,12 @@ func tkBuildSample(c *BuildContext) Template {
 	var o struct {
 		Every uint64 `yaml:"every"`
 		File  string `yaml:"file"`
+		As    string `yaml:"as"` // SamplerInfo.Stage, when not the stage's name
 	}
 	if !c.Decode(&o) {
 		return nil
 	}
-	bit := c.AddSampler(SamplerInfo{Mode: "every", N: o.Every, File: o.File})
+	bit := c.AddSampler(SamplerInfo{Stage: o.As, Mode: "every", N: o.Every, File: o.File})
 	next, ok := tkNext(c)
 	if !ok || bit < 0 {
 		return nil
