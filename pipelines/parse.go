@@ -88,12 +88,9 @@ func (t *parseTemplate) Edges() []Target { return t.edges }
 func (t *parseTemplate) NewInstance() Stage { return &parseStage{tunnels: t.tunnels} }
 
 // parseStage is one worker's parse stage. It keeps no state besides its
-// options and scratch space, so instances are interchangeable.
+// options, so instances are interchangeable.
 type parseStage struct {
 	tunnels bool
-	// slow collects the packets the fast path declined, so that the first
-	// loop makes no call that forces its registers to the stack.
-	slow [rings.MaxBatch]uint16
 }
 
 // Process decodes every packet of the vector and sends it to edge 0.
