@@ -85,7 +85,6 @@ type Pool struct {
 	quit chan struct{} // closed by Close: wakes every parked worker at once
 
 	idle    IdlePolicy
-	kernels []Kernel
 	workers []*worker
 	wg      sync.WaitGroup
 
@@ -109,7 +108,6 @@ func NewPool(o Options, kernels []Kernel) (*Pool, error) {
 		wake:     make(chan struct{}, o.Workers),
 		quit:     make(chan struct{}),
 		idle:     o.Idle,
-		kernels:  append([]Kernel(nil), kernels...),
 		workers:  make([]*worker, o.Workers),
 	}
 	for i := range p.slots {
@@ -122,7 +120,7 @@ func NewPool(o Options, kernels []Kernel) (*Pool, error) {
 
 	started := make(chan error, o.Workers)
 	for i := range p.workers {
-		w := &worker{id: i, kernel: p.kernels[i], cpu: -1, lock: o.LockOSThread}
+		w := &worker{id: i, kernel: kernels[i], cpu: -1, lock: o.LockOSThread}
 		if len(o.CPUs) > 0 {
 			w.cpu = o.CPUs[i%len(o.CPUs)]
 			w.lock = true
