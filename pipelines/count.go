@@ -204,29 +204,15 @@ func (s *countStage) Report(dst []Counter) []Counter {
 var _ Reporter = (*countStage)(nil)
 
 // countProtoName names IP protocol p in counter keys: the name filter rules
-// use for it, else the number.
+// use for it (protoNames), else the number.
 func countProtoName(p int) string {
-	switch p {
-	case 1:
-		return "icmp"
-	case 2:
-		return "igmp"
-	case 6:
-		return "tcp"
-	case 17:
-		return "udp"
-	case 47:
-		return "gre"
-	case 50:
-		return "esp"
-	case 51:
-		return "ah"
-	case 58:
-		return "icmpv6"
-	case 132:
-		return "sctp"
-	case countProtoNone:
+	if p == countProtoNone {
 		return "none"
+	}
+	for name, n := range protoNames {
+		if int(n) == p {
+			return name
+		}
 	}
 	return strconv.Itoa(p)
 }
