@@ -163,3 +163,6 @@ func balanceFinal(h uint64) uint32 {
 	h ^= h >> 33
 	return uint32(h) ^ uint32(h>>32)
 }
+
+// KeepsLength implements LengthKeeper: balancing only reads packets.
+func (s *balanceStage) KeepsLength() bool { return true }

@@ -103,3 +103,6 @@ func (s *sampleStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		next[k] = 0
 	}
 }
+
+// KeepsLength implements LengthKeeper: sampling only marks metadata.
+func (s *sampleStage) KeepsLength() bool { return true }
