@@ -26,7 +26,7 @@ const (
 	linkNull     = 0   // BSD loopback: 4-byte AF_ value in the capturing host's byte order
 	linkEthernet = 1   // Ethernet
 	linkPPP      = 9   // PPP, with or without the ff 03 HDLC-like address/control
-	linkPPPHDLC  = 50  // PPP in HDLC-like framing: ff 03, then the PPP protocol
+	linkPPPHDLC  = 50  // PPP in HDLC-like framing (ff 03, or compressed away), or Cisco HDLC
 	linkRawDLT12 = 12  // raw IP, DLT_RAW as most BSDs number it
 	linkRawDLT14 = 14  // raw IP, DLT_RAW as OpenBSD numbers it
 	linkRaw      = 101 // raw IP (LINKTYPE_RAW)
@@ -51,6 +51,8 @@ const (
 	nullHeaderLen  = 4
 	chdlcHeaderLen = 4 // address, control, protocol (2)
 	pppHDLCLen     = 2 // ff 03 (or, for PPP_PPPD, direction and 03)
+	chdlcUnicast   = 0x0f
+	chdlcBroadcast = 0x8f
 	etherTypeMPLS  = 0x8847
 	etherTypeMPLSM = 0x8848
 )
@@ -70,6 +72,7 @@ const (
 	kindSLL2                 // 20-byte Linux cooked v2 header
 	kindPPP                  // optional ff 03, then the PPP protocol field
 	kindPPPFramed            // 2 framing bytes, then the PPP protocol field
+	kindPPPHDLC              // PPP_HDLC: framed PPP, unframed PPP or Cisco HDLC, by the first byte
 	kindCHDLC                // 4-byte Cisco HDLC header carrying an ethertype
 )
 
@@ -94,7 +97,9 @@ func linkKindOf(lt uint32) linkKind {
 		return kindSLL2
 	case linkPPP:
 		return kindPPP
-	case linkPPPHDLC, linkPPPPPPD:
+	case linkPPPHDLC:
+		return kindPPPHDLC
+	case linkPPPPPPD:
 		return kindPPPFramed
 	case linkCHDLC:
 		return kindCHDLC
@@ -107,6 +112,9 @@ func linkKindOf(lt uint32) linkKind {
 // through) or ethHeaderLen. ok is false when data is too short for its own
 // link-layer header. It never allocates and never writes to data.
 func normalize(k linkKind, data []byte, hdr *[ethHeaderLen]byte) (hl, skip int, ok bool) {
+	if k == kindPPPHDLC {
+		k = pppHDLCKind(data)
+	}
 	var et uint16
 	switch k {
 	case kindEthernet:
@@ -167,6 +175,23 @@ func normalize(k linkKind, data []byte, hdr *[ethHeaderLen]byte) (hl, skip int, 
 	clear(hdr[0:6])
 	binary.BigEndian.PutUint16(hdr[12:14], et)
 	return ethHeaderLen, skip, true
+}
+
+// pppHDLCKind tells the three things a LINKTYPE_PPP_HDLC record may hold
+// apart by its first byte, as tcpdump and Wireshark do: the PPP address ff
+// (ff 03 framing), a Cisco HDLC address (0f unicast, 8f broadcast: the link
+// type also carries Cisco HDLC), or anything else, PPP whose address and
+// control fields were compressed away (RFC 1661 ACFC).
+func pppHDLCKind(data []byte) linkKind {
+	switch {
+	case len(data) == 0:
+		return kindPPP // too short either way
+	case data[0] == 0xff:
+		return kindPPPFramed
+	case data[0] == chdlcUnicast || data[0] == chdlcBroadcast:
+		return kindCHDLC
+	}
+	return kindPPP
 }
 
 // setSrcMAC writes the SLL sender address as the source MAC when it is a

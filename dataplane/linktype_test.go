@@ -97,6 +97,10 @@ var linkCases = []struct {
 	{"ppp ff without 03", 9, cat([]byte{0xff, 0x05}, ipv4Pkt), eth(nil, 0, cat([]byte{0x05}, ipv4Pkt))},
 	{"ppp_hdlc ipv4", 50, cat([]byte{0xff, 0x03, 0x00, 0x21}, ipv4Pkt), eth(nil, 0x0800, ipv4Pkt)},
 	{"ppp_hdlc compressed ipv6", 50, cat([]byte{0xff, 0x03, 0x57}, ipv6Pkt), eth(nil, 0x86DD, ipv6Pkt)},
+	{"ppp_hdlc unframed ipv4 (acfc)", 50, cat([]byte{0x00, 0x21}, ipv4Pkt), eth(nil, 0x0800, ipv4Pkt)},
+	{"ppp_hdlc unframed compressed ipv6", 50, cat([]byte{0x57}, ipv6Pkt), eth(nil, 0x86DD, ipv6Pkt)},
+	{"ppp_hdlc carrying cisco hdlc ipv4", 50, cat([]byte{0x0f, 0x00, 0x08, 0x00}, ipv4Pkt), eth(nil, 0x0800, ipv4Pkt)},
+	{"ppp_hdlc carrying cisco hdlc broadcast ipv6", 50, cat([]byte{0x8f, 0x00, 0x86, 0xdd}, ipv6Pkt), eth(nil, 0x86DD, ipv6Pkt)},
 	{"ppp_hdlc lcp", 50, cat([]byte{0xff, 0x03, 0xc0, 0x21}, []byte{9, 1, 0, 4}), eth(nil, 0, []byte{9, 1, 0, 4})},
 	{"ppp_pppd sent ipv4", 166, cat([]byte{0x01, 0x03, 0x00, 0x21}, ipv4Pkt), eth(nil, 0x0800, ipv4Pkt)},
 	{"ppp_pppd received ipv6", 166, cat([]byte{0x00, 0x03, 0x00, 0x57}, ipv6Pkt), eth(nil, 0x86DD, ipv6Pkt)},
@@ -244,6 +248,10 @@ func TestNormalizeShortRecords(t *testing.T) {
 		{"ppp_hdlc empty", kindPPPFramed, nil, []byte{0xff, 0x03, 0x21}},
 		{"ppp_hdlc one byte", kindPPPFramed, []byte{0xff}, []byte{0xff, 0x03, 0x57}},
 		{"ppp_hdlc framing only", kindPPPFramed, []byte{0xff, 0x03}, []byte{0xff, 0x03, 0x00, 0x21}},
+		{"ppp_hdlc by first byte: empty", kindPPPHDLC, nil, []byte{0x21}},
+		{"ppp_hdlc by first byte: framed", kindPPPHDLC, []byte{0xff, 0x03, 0x00}, []byte{0xff, 0x03, 0x00, 0x21}},
+		{"ppp_hdlc by first byte: unframed", kindPPPHDLC, []byte{0x00}, []byte{0x00, 0x57}},
+		{"ppp_hdlc by first byte: cisco", kindPPPHDLC, []byte{0x0f, 0x00, 0x08}, []byte{0x0f, 0x00, 0x08, 0x00}},
 		{"c_hdlc", kindCHDLC, []byte{0x0f, 0x00, 0x08}, []byte{0x0f, 0x00, 0x08, 0x00}},
 	} {
 		var hdr [ethHeaderLen]byte
