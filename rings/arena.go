@@ -21,7 +21,9 @@ type Arena struct {
 	free      []uint64 // stack of free frame base addresses
 }
 
-// ErrArenaEmpty is returned when no free frame is left.
+// ErrArenaEmpty is what callers wrap when they run out of frames. Alloc and
+// AllocN themselves report an empty arena by count (ok=false, fewer
+// allocated), so the hot path builds no error.
 var ErrArenaEmpty = errors.New("frame arena exhausted")
 
 // ArenaOptions configures an Arena.
