@@ -8,68 +8,13 @@ import (
 
 // preKey writes the dimensions of m's classifier key that need names (bit d
 // for dimension d, among gateDims), each with the value filterKey gives it,
-// and leaves the others alone. The pre-gates test two or three dimensions
-// and most packets stop there, so building the whole key (eleven stores
-// behind a family switch, then loads of the few the gates need) would be
-// wasted on them. need is the same for every packet of a filter, so its
-// tests are predicted. TestFilterPreKeyAgrees checks it against filterKey.
+// and leaves the others alone: the pre-gates test two or three dimensions
+// and most packets stop there, so building the whole key would be wasted
+// on them. TestFilterPreKeyAgrees checks it against filterKey.
 func preKey(m *rings.Meta, need uint16, k *[nDims]uint64) {
-	f := m.Flags
-	ip := f&(rings.FlagIPv4|rings.FlagIPv6) != 0
-	if need&(1<<dSrcHi|1<<dDstHi) != 0 {
-		var s, d uint64
-		switch {
-		case f&rings.FlagIPv4 != 0:
-			s = uint64(binary.BigEndian.Uint32(m.SrcIP[:4])) << 32
-			d = uint64(binary.BigEndian.Uint32(m.DstIP[:4])) << 32
-		case f&rings.FlagIPv6 != 0:
-			s = binary.BigEndian.Uint64(m.SrcIP[:8])
-			d = binary.BigEndian.Uint64(m.DstIP[:8])
-		}
-		k[dSrcHi], k[dDstHi] = s, d
-	}
-	if need&(1<<dSport|1<<dDport) != 0 {
-		k[dSport], k[dDport] = noPort, noPort
-		if ip && f&rings.FlagL4 != 0 && portedProto(m.IPProto) {
-			k[dSport], k[dDport] = uint64(m.SrcPort), uint64(m.DstPort)
-		}
-	}
-	if need&(1<<dClass) != 0 {
-		k[dClass] = uint64(m.Class)
-	}
-	if need&(1<<dL3|1<<dVLAN|1<<dTCP|1<<dFrag) != 0 {
-		preKeyRest(m, need, k)
-	}
-}
-
-// preKeyRest is preKey for the dimensions pre-gates test least often, kept
-// out of line so preKey stays small enough to inline.
-func preKeyRest(m *rings.Meta, need uint16, k *[nDims]uint64) {
-	f := m.Flags
-	ip := f&(rings.FlagIPv4|rings.FlagIPv6) != 0
-	if need&(1<<dL3) != 0 {
-		proto := uint64(noProto)
-		if ip {
-			proto = uint64(m.IPProto)
-		}
-		k[dL3] = filterFamily(f)<<9 | proto
-	}
-	if need&(1<<dVLAN) != 0 {
-		k[dVLAN] = noVLAN
-		if m.NumVLANs > 0 {
-			k[dVLAN] = uint64(m.VLANs[0] & 0xfff)
-		}
-	}
-	if need&(1<<dTCP) != 0 {
-		k[dTCP] = noTCP
-		if ip && f&rings.FlagL4 != 0 && m.IPProto == 6 {
-			k[dTCP] = uint64(m.TCPFlags)
-		}
-	}
-	if need&(1<<dFrag) != 0 {
-		k[dFrag] = 0
-		if f&rings.FlagFragment != 0 {
-			k[dFrag] = 1
+	for _, d := range gateDims {
+		if need&(1<<d) != 0 {
+			k[d] = keyDim(m, uint8(d))
 		}
 	}
 }
@@ -85,13 +30,43 @@ func (c *filterClassifier) prePassMeta(m *rings.Meta) bool {
 	return c.prePass(&k)
 }
 
-// keyDim returns filterKey(m)[d] alone (d among gateDims), for the
-// pre-gate loops of the dimensions preHits has no loop of its own for.
+// keyDim returns filterKey(m)[d] alone for d among gateDims (0 for the
+// others), for preKey and the pre-gate loops of the dimensions preHits has
+// no loop of its own for.
 func keyDim(m *rings.Meta, d uint8) uint64 {
-	var k [nDims]uint64
-	if int(d) < nDims {
-		preKey(m, 1<<d, &k)
-		return k[d]
+	f := m.Flags
+	ip := f&(rings.FlagIPv4|rings.FlagIPv6) != 0
+	switch d {
+	case dSrcHi:
+		return addrHi(f, &m.SrcIP)
+	case dDstHi:
+		return addrHi(f, &m.DstIP)
+	case dSport:
+		return portKey(m, m.SrcPort)
+	case dDport:
+		return portKey(m, m.DstPort)
+	case dClass:
+		return uint64(m.Class)
+	case dL3:
+		proto := uint64(noProto)
+		if ip {
+			proto = uint64(m.IPProto)
+		}
+		return filterFamily(f)<<9 | proto
+	case dVLAN:
+		if m.NumVLANs > 0 {
+			return uint64(m.VLANs[0] & 0xfff)
+		}
+		return noVLAN
+	case dTCP:
+		if ip && f&rings.FlagL4 != 0 && m.IPProto == 6 {
+			return uint64(m.TCPFlags)
+		}
+		return noTCP
+	case dFrag:
+		if f&rings.FlagFragment != 0 {
+			return 1
+		}
 	}
 	return 0
 }
