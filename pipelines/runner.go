@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
@@ -345,6 +346,9 @@ func SumStats(dst, src []NodeStats) []NodeStats {
 			}
 		}
 		if j < 0 {
+			// Own copies: later sums add into them, and src is not ours.
+			s.Edges = slices.Clone(s.Edges)
+			s.EdgeBytes = slices.Clone(s.EdgeBytes)
 			dst = append(dst, s)
 			continue
 		}
@@ -353,18 +357,20 @@ func SumStats(dst, src []NodeStats) []NodeStats {
 		d.Packets += s.Packets
 		d.Bytes += s.Bytes
 		d.Nanos += s.Nanos
-		for len(d.Edges) < len(s.Edges) {
-			d.Edges = append(d.Edges, 0)
-		}
-		for e, c := range s.Edges {
-			d.Edges[e] += c
-		}
-		for len(d.EdgeBytes) < len(s.EdgeBytes) {
-			d.EdgeBytes = append(d.EdgeBytes, 0)
-		}
-		for e, c := range s.EdgeBytes {
-			d.EdgeBytes[e] += c
-		}
+		d.Edges = addCounts(d.Edges, s.Edges)
+		d.EdgeBytes = addCounts(d.EdgeBytes, s.EdgeBytes)
+	}
+	return dst
+}
+
+// addCounts adds src into dst element by element, growing dst to src's
+// length, and returns dst.
+func addCounts(dst, src []uint64) []uint64 {
+	for len(dst) < len(src) {
+		dst = append(dst, 0)
+	}
+	for i, c := range src {
+		dst[i] += c
 	}
 	return dst
 }

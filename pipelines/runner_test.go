@@ -460,3 +460,28 @@ func TestRunnerOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestSumStatsEdges: SumStats adds edge counts by position, grows a
+// shorter list, and never writes into src.
+func TestSumStatsEdges(t *testing.T) {
+	a := []NodeStats{
+		{Name: "n", Packets: 3, Edges: []uint64{1, 2}, EdgeBytes: []uint64{60, 120}},
+		{Name: "m", Packets: 1, Edges: []uint64{1}, EdgeBytes: []uint64{60}},
+	}
+	b := []NodeStats{
+		{Name: "n", Packets: 4, Edges: []uint64{3, 1}, EdgeBytes: []uint64{180, 70}},
+		{Name: "m", Packets: 2, Edges: []uint64{1, 1}, EdgeBytes: []uint64{60, 70}},
+	}
+	sum := SumStats(nil, a)
+	sum = SumStats(sum, b)
+	want := []NodeStats{
+		{Name: "n", Packets: 7, Edges: []uint64{4, 3}, EdgeBytes: []uint64{240, 190}},
+		{Name: "m", Packets: 3, Edges: []uint64{2, 1}, EdgeBytes: []uint64{120, 70}},
+	}
+	if !reflect.DeepEqual(sum, want) {
+		t.Fatalf("SumStats = %+v, want %+v", sum, want)
+	}
+	if !reflect.DeepEqual(a[0].Edges, []uint64{1, 2}) || !reflect.DeepEqual(a[0].EdgeBytes, []uint64{60, 120}) {
+		t.Fatalf("SumStats wrote into its first src: %+v", a[0])
+	}
+}
