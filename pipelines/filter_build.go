@@ -351,7 +351,7 @@ func splitGateless(proj []projRule, sets [][]int32) [][]int32 {
 // gateable reports whether some dimension can gate rule set rs.
 func gateable(proj []projRule, rs []int32) bool {
 	for _, d := range gateDims {
-		if _, _, fill, ok := makeGate(proj, rs, d); ok && fill <= 0.5 {
+		if _, _, fill, ok := makeGate(proj, rs, d); ok && fill <= maxGateFill {
 			return true
 		}
 	}
@@ -370,7 +370,7 @@ func tightestGateDim(p *projRule) (dim int, ok bool) {
 			continue
 		}
 		share := float64(measure(s)) / (float64(dimMax[d]) + 1)
-		if share > 0.5 {
+		if share > maxGateFill {
 			continue
 		}
 		if best < 0 || gateTier(uint8(d)) < gateTier(uint8(best)) ||

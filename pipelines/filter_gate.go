@@ -28,6 +28,11 @@ import (
 const (
 	maxGates    = 3
 	gateBuckets = 1 << 16
+	// maxGateFill is the largest share of a dimension's values a gate may
+	// let through; a looser one rejects too little to pay for its load.
+	// gateable and tightestGateDim (filter_build.go) predict buildGates
+	// with it.
+	maxGateFill = 0.5
 )
 
 // cGate is one tree gate: key[dim]-base, shifted right by shift, must be a
@@ -70,7 +75,7 @@ func buildGates(c *filterClassifier, proj []projRule, rs []int32) (off uint32, n
 	var cands []cand
 	for _, d := range gateDims {
 		g, bm, fill, ok := makeGate(proj, rs, d)
-		if !ok || fill > 0.5 {
+		if !ok || fill > maxGateFill {
 			continue // rejects too little to pay for its load
 		}
 		cands = append(cands, cand{g: g, bm: bm, fill: fill})
@@ -193,7 +198,7 @@ func buildPreGates(c *filterClassifier, proj []projRule, sets [][]int32, gOffs [
 	var pre []cGate
 	for _, d := range slices.Sorted(maps.Keys(byDim)) {
 		g, bm, fill, ok := makeGate(proj, byDim[d], d)
-		if !ok || fill > 0.5 {
+		if !ok || fill > maxGateFill {
 			return // each tree's first gate passed both tests; a union may not
 		}
 		g.off = uint32(len(c.gateBits))
