@@ -26,8 +26,7 @@ import (
 // if it can reject something. Memory is at most 8 KiB per gate.
 
 const (
-	maxGates    = 3
-	gateBuckets = 1 << 16
+	maxGates = 3
 	// maxGateFill is the largest share of a dimension's values a gate may
 	// let through; a looser one rejects too little to pay for its load.
 	// gateable and tightestGateDim (filter_build.go) predict buildGates
