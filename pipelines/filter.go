@@ -42,8 +42,8 @@ import (
 // decision tree per group over an 11-integer packet key, each tree behind
 // bitmap gates that skip it in a load or two when no rule in it can match,
 // and pre-gates, the trees' first gates merged by dimension, that send a
-// packet no rule can match to the default before any tree; leaves of at
-// most 3 rules, first match kept by rule index) shared
+// packet no rule can match to the default before any tree; leaves of
+// usually at most 3 rules, first match kept by rule index) shared
 // read-only by every worker; each worker's instance keeps plain per-rule
 // hit counters.
 //

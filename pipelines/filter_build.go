@@ -218,7 +218,8 @@ func intersectIvals(a, b []ival) []ival {
 	return out
 }
 
-// measure is the number of values in s minus one, saturating.
+// measure is the number of values in s less its number of intervals (so 0
+// for a single value), saturating: a size to compare, not a count.
 func measure(s []ival) uint64 {
 	var m uint64
 	for _, iv := range s {
