@@ -15,7 +15,8 @@ import (
 func realisticRules(rnd *rand.Rand, n int) []filterRule {
 	services := []uint16{22, 23, 25, 53, 110, 143, 161, 389, 445, 1433, 3306, 3389, 5432, 6379, 8443, 11211}
 	actions := []filterRule{
-		{accept: true}, {action: Target{Drop: "blocked"}}, {action: Target{Drop: "policy"}},
+		{}, // accept
+		{action: Target{Drop: "blocked"}}, {action: Target{Drop: "policy"}},
 		{action: Target{Stage: "svc"}}, {action: Target{Stage: "mirror"}},
 	}
 	rules := make([]filterRule, n)
@@ -66,7 +67,6 @@ func realisticRules(rnd *rand.Rand, n int) []filterRule {
 			r.hasClass = true
 			r.class = malformedClasses()
 			r.action = Target{Drop: "malformed"}
-			r.accept = false
 		}
 		rules[i] = r
 	}

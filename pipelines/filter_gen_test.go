@@ -128,8 +128,7 @@ func genRule(r intner) filterRule {
 		fr.hasFrag, fr.frag = true, r.IntN(2) == 0
 	}
 	switch r.IntN(3) {
-	case 0:
-		fr.accept = true
+	case 0: // accept: the zero Target
 	case 1:
 		fr.action = Target{Drop: "d" + string(rune('a'+r.IntN(3)))}
 	default:

@@ -31,8 +31,7 @@ type filterRule struct {
 	frag    bool // match fragments (true) or non-fragments (false)
 	hasFrag bool
 
-	accept bool   // action: accept (the next edge)
-	action Target // otherwise where matching packets go
+	action Target // where matching packets go; the zero Target is accept (the next edge)
 }
 
 // portRange is an inclusive range of ports (or VLAN ids).
@@ -251,7 +250,7 @@ func parseFilterRule(c *BuildContext, n *yaml.Node) (filterRule, bool) {
 		ok = false
 	default:
 		t, good := parseAction(c, y.Action)
-		r.accept, r.action = t.Stage == "" && t.Drop == "", t
+		r.action = t
 		ok = ok && good
 	}
 	return r, ok
