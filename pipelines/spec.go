@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -41,7 +42,7 @@ func DefaultSettings() Settings { return Settings{BatchSize: 64, Workers: 1} }
 // Setting limits, enforced by Compile.
 const (
 	MinBatchSize = 1
-	MaxBatchSize = 1024
+	MaxBatchSize = rings.MaxBatch
 	MinWorkers   = 0
 	MaxWorkers   = 64
 )
