@@ -318,11 +318,14 @@ func buildClassifier(rules []filterRule) *filterClassifier {
 // dimension constrained by all its rules, tightly enough: typically the
 // set of small groups, e.g. "class: malformed" next to "proto: tcp,
 // dst_port: 23") into subsets by the dimension each rule constrains most
-// tightly, so that each subset's tree gets a gate and the classifier can
-// have pre-gates. Without that, every packet would walk the set's tree and
-// check its rules. Splitting never changes a result: lookup takes the
-// lowest matching rule over all trees. Rules with no usable dimension stay
-// together in one gateless set.
+// tightly, so that each subset's tree can get a gate and the classifier
+// pre-gates. Without that, every packet would walk the set's tree and check
+// its rules. A subset whose rules together let through more than
+// maxGateFill of their dimension still gets no gate (one split, not a
+// recursive one); results stay exact, only that speed-up is lost.
+// Splitting never changes a result: lookup takes the lowest matching rule
+// over all trees. Rules with no usable dimension stay together in one
+// gateless set.
 func splitGateless(proj []projRule, sets [][]int32) [][]int32 {
 	var out [][]int32
 	for _, rs := range sets {
