@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gopacket/gopacket/pcapgo"
@@ -65,16 +65,16 @@ func (d *Difference) String() string {
 // returns nil when both directories hold the same outputs, or the first
 // difference in file-name order.
 func CompareDirs(got, want string) (*Difference, error) {
-	wantFiles, err := outputFiles(want)
+	wantFiles, err := outputFiles(want, "golden")
 	if err != nil {
 		return nil, err
 	}
-	gotFiles, err := outputFiles(got)
+	gotFiles, err := outputFiles(got, "output")
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range union(wantFiles, gotFiles) {
-		inWant, inGot := contains(wantFiles, name), contains(gotFiles, name)
+		inWant, inGot := slices.Contains(wantFiles, name), slices.Contains(gotFiles, name)
 		switch {
 		case !inGot:
 			return &Difference{File: name, Packet: -1, Detail: "expected by the golden directory but not written"}, nil
@@ -97,10 +97,12 @@ func CompareDirs(got, want string) (*Difference, error) {
 	return nil, nil
 }
 
-func outputFiles(dir string) ([]string, error) {
+// outputFiles lists the files CompareDirs compares in dir, the side named
+// side in errors.
+func outputFiles(dir, side string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read output directory: %w", err)
+		return nil, fmt.Errorf("read %s directory: %w", side, err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -111,26 +113,11 @@ func outputFiles(dir string) ([]string, error) {
 	return names, nil
 }
 
+// union returns the names in a or b, sorted, each once.
 func union(a, b []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range append(append([]string(nil), a...), b...) {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func compareText(got, want string) (*Difference, error) {

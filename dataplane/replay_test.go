@@ -232,3 +232,23 @@ stages:
 		}
 	}
 }
+
+// TestCompareDirsNamesSide: a missing directory is named as the golden or
+// the output one, and files present on one side only are reported.
+func TestCompareDirsNamesSide(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	if _, err := CompareDirs(dir, missing); err == nil || !strings.Contains(err.Error(), "read golden directory") {
+		t.Errorf("missing golden: err %v, want it named the golden directory", err)
+	}
+	if _, err := CompareDirs(missing, dir); err == nil || !strings.Contains(err.Error(), "read output directory") {
+		t.Errorf("missing output: err %v, want it named the output directory", err)
+	}
+	got, want := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(got, "b.pcap"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := CompareDirs(got, want); err != nil || d == nil || d.File != "b.pcap" || !strings.Contains(d.Detail, "not in the golden") {
+		t.Errorf("extra output file: %v, %v; want b.pcap written but not in the golden directory", d, err)
+	}
+}
