@@ -36,12 +36,8 @@ func (p *NullPort) Transmit(_ *rings.Arena, descs []rings.Desc) (int, error) {
 	if p.closed.Load() {
 		return 0, net.ErrClosed
 	}
-	var bytes uint64
-	for i := range descs {
-		bytes += uint64(descs[i].Len)
-	}
 	p.packets.Add(uint64(len(descs)))
-	p.bytes.Add(bytes)
+	p.bytes.Add(sumLen(descs))
 	return len(descs), nil
 }
 
