@@ -73,7 +73,15 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	}()
 
 	outs := Outputs{Ports: map[string]Port{}, Samples: map[string]Port{}}
-	open := func(file, name string) (Port, error) {
+	// Every output needs a file of its own: two writers on one path would
+	// silently overwrite each other's records (a sample file named after a
+	// tx port, or pass.pcap).
+	writers := map[string]string{} // file -> what writes it
+	open := func(file, name, what string) (Port, error) {
+		if prev, dup := writers[file]; dup {
+			return nil, fmt.Errorf("%s: file %s is already written by %s", what, file, prev)
+		}
+		writers[file] = what
 		if cfg.OutDir == "" {
 			return NewNullPort(name), nil
 		}
@@ -85,7 +93,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		}
 	}
 	for _, name := range cfg.Graph.Ports() {
-		p, err := open(name+".pcap", name)
+		p, err := open(name+".pcap", name, fmt.Sprintf("tx port %q", name))
 		if err != nil {
 			return rep, err
 		}
@@ -93,7 +101,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		outs.Ports[name] = p
 	}
 	if hasPass(cfg.Graph) {
-		p, err := open(PassFile, "pass")
+		p, err := open(PassFile, "pass", "the pass verdict")
 		if err != nil {
 			return rep, err
 		}
@@ -101,10 +109,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		outs.Pass = p
 	}
 	for _, s := range cfg.Graph.Samplers() {
-		if _, dup := outs.Samples[s.File]; dup {
-			return rep, fmt.Errorf("sample stage %q: file %s is already written by another sample stage", s.Stage, s.File)
-		}
-		p, err := open(s.File, s.Stage)
+		p, err := open(s.File, s.Stage, fmt.Sprintf("sample stage %q", s.Stage))
 		if err != nil {
 			return rep, err
 		}

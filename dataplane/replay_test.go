@@ -252,3 +252,39 @@ func TestCompareDirsNamesSide(t *testing.T) {
 		t.Errorf("extra output file: %v, %v; want b.pcap written but not in the golden directory", d, err)
 	}
 }
+
+// TestReplayOutputFilesClash: two outputs that would write the same file (a
+// sample named after a tx port or pass.pcap, two samples sharing a file)
+// are refused with an error naming both, instead of overwriting each other.
+func TestReplayOutputFilesClash(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"sample on tx port file", `name: c
+stages:
+  - {name: s, type: sample, every: 1, file: eth0.pcap}
+  - {name: out, type: tx, port: eth0}
+`, `sample stage "s": file eth0.pcap is already written by tx port "eth0"`},
+		{"sample on pass file", `name: c
+stages:
+  - {name: s, type: sample, every: 1, file: pass.pcap}
+  - {name: p, type: pass}
+`, `sample stage "s": file pass.pcap is already written by the pass verdict`},
+		{"two samples", `name: c
+stages:
+  - {name: a, type: sample, every: 1, file: x.pcap}
+  - {name: b, type: sample, first: 1, file: x.pcap}
+  - {name: out, type: tx, port: eth0}
+`, `sample stage "b": file x.pcap is already written by sample stage "a"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := pipelines.Load("c.yaml", []byte(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := t.TempDir()
+			cfg := ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, OutDir: out, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
+			if _, err := Replay(cfg); err == nil || err.Error() != c.want {
+				t.Errorf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
