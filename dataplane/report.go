@@ -74,8 +74,8 @@ type StageReport struct {
 	Calls   uint64 `json:"calls,omitempty"` // batches; depends on batching, so not in counters.json
 	Packets uint64 `json:"packets"`
 	Bytes   uint64 `json:"bytes"`
-	// Drops is what this stage sent to drop terminals, by reason (edges
-	// count packets only, not bytes).
+	// Drops is what this stage sent to drop terminals, by reason, packets
+	// and bytes (the runner counts both per edge).
 	Drops    []DropCount         `json:"drops,omitempty"`
 	Counters []pipelines.Counter `json:"counters,omitempty"`
 }
