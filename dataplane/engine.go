@@ -160,8 +160,8 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	if e.batch > rings.MaxBatch {
 		return nil, fmt.Errorf("batch size %d: must be at most %d", e.batch, rings.MaxBatch)
 	}
-	if e.workers > 64 {
-		return nil, fmt.Errorf("workers %d: must be at most 64", e.workers)
+	if e.workers > pipelines.MaxWorkers {
+		return nil, fmt.Errorf("workers %d: must be at most %d", e.workers, pipelines.MaxWorkers)
 	}
 	for _, name := range g.Ports() {
 		p, ok := outs.Ports[name]

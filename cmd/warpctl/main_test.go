@@ -133,6 +133,8 @@ func TestReplayBadInputs(t *testing.T) {
 		{[]string{"replay", "../../testdata/captures/bad/corrupt-magic.pcap"}, codeFailed, "corrupt-magic.pcap"},
 		{[]string{"replay", "../../testdata/captures/bad/huge-record.pcap"}, codeFailed, "huge-record.pcap"},
 		{[]string{"replay", "--loops", "0"}, codeUsage, "--loops"},
+		{[]string{"replay", "--workers", "-5"}, codeUsage, "--workers"},
+		{[]string{"replay", "--batch", "-3"}, codeUsage, "--batch"},
 		{[]string{"replay", "--no-such-flag"}, codeUsage, "no-such-flag"},
 		{[]string{"replay", "--pipeline", "../../testdata/pipelines/invalid/does-not-exist.yaml"}, codeFailed, "does-not-exist.yaml"},
 		// Same stem, so the same output subdirectory: refused, not overwritten.

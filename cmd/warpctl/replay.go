@@ -73,8 +73,13 @@ func loadPipeline(path string) (*pipelines.Graph, error) {
 }
 
 func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
-	if f.loops < 1 {
+	switch {
+	case f.loops < 1:
 		return failf(codeUsage, "--loops %d: must be at least 1", f.loops)
+	case f.workers < -1:
+		return failf(codeUsage, "--workers %d: must be 0 (inline) or more", f.workers)
+	case f.batch < 0:
+		return failf(codeUsage, "--batch %d: must be positive", f.batch)
 	}
 	g, err := loadPipeline(f.pipeline)
 	if err != nil {
