@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -126,8 +127,14 @@ type Endpoint struct {
 	Addr      netip.Prefix     `json:"addr"`
 }
 
-// MACString is MAC in the usual colon form.
-func (e Endpoint) MACString() string { return e.MAC.String() }
+// MarshalJSON writes MAC in colon form.
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	type plain Endpoint
+	return json.Marshal(struct {
+		plain
+		MAC string `json:"mac"`
+	}{plain(e), e.MAC.String()})
+}
 
 // Topology is a lab: its namespaces and its four veths.
 type Topology struct {
