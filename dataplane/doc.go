@@ -7,7 +7,9 @@
 // # The engine's loop
 //
 // One goroutine, the I/O loop, owns the ports and the arena's free stack.
-// It receives a batch into the next free slot of the worker pool, submits
+// It receives a batch into the next free slot of the executor (a
+// workers.Pool of CPU workers, or any workers.Executor that
+// Options.NewExecutor makes, such as a GPU backend), submits
 // it, and, strictly in slot order, takes back completed batches and acts on
 // each packet's verdict: transmit (grouped per output port), drop (counted
 // by reason), pass, and sample. Then it recycles every frame to the port it

@@ -31,6 +31,56 @@ type Options struct {
 	// (every frame back on the free stack exactly once). It costs a few ns
 	// per packet; use it in tests and when debugging a port.
 	TrackFrames bool
+	// NewExecutor, when set, makes the executor that runs the pipeline on
+	// the engine's batches (a GPU backend, say); the engine then always
+	// hands batches through it, whatever Workers says. Nil runs Workers
+	// CPU workers (NewCPUExecutor), or inline when Workers is zero.
+	NewExecutor func(ExecutorConfig) (workers.Executor, error)
+}
+
+// ExecutorConfig is what an executor factory gets to build an executor for
+// one engine.
+type ExecutorConfig struct {
+	// Graph is the compiled pipeline the engine runs.
+	Graph *pipelines.Graph
+	// Runners are the pipeline's per-worker runners, max(Workers, 1) of
+	// them; runner i belongs to worker i. The engine's Report sums their
+	// counters, so an executor that does a runner's work elsewhere (on a
+	// GPU) must still account it there or run the runner.
+	Runners []*pipelines.Runner
+	// Arena holds every frame the batches' descriptors name.
+	Arena *rings.Arena
+	// BatchSize is the capacity of every batch the executor hands out:
+	// NewBatch makes such batches over Arena.
+	BatchSize int
+	NewBatch  func() *rings.Batch
+	// Workers is the worker count asked for (the pipeline's setting or
+	// Options.Workers); Slots, a power of two, is the depth the engine
+	// suggests so that the handoff rarely sets the pace.
+	Workers int
+	Slots   int
+	// Idle is the workers' idle policy.
+	Idle workers.IdlePolicy
+}
+
+// NewCPUExecutor is the default executor factory: a workers.Pool of
+// c.Workers persistent goroutines (at least one), each running its own
+// runner.
+func NewCPUExecutor(c ExecutorConfig) (workers.Executor, error) {
+	n := max(c.Workers, 1)
+	if len(c.Runners) < n {
+		return nil, fmt.Errorf("cpu executor: %d runners for %d workers", len(c.Runners), n)
+	}
+	kernels := make([]workers.Kernel, n)
+	for i := range kernels {
+		kernels[i] = c.Runners[i]
+	}
+	wo := workers.DefaultOptions()
+	wo.Workers = n
+	wo.Slots = c.Slots
+	wo.NewBatch = c.NewBatch
+	wo.Idle = c.Idle
+	return workers.NewPool(wo, kernels)
 }
 
 // DefaultOptions returns options that take workers and batch size from the
@@ -53,8 +103,9 @@ type Outputs struct {
 }
 
 // Engine runs one compiled pipeline over one input port: an I/O loop that
-// receives batches, hands them to a pool of persistent workers (or runs the
-// pipeline inline), and acts on the verdicts in receive order.
+// receives batches, hands them to an executor (by default a pool of
+// persistent CPU workers; Options.NewExecutor plugs in another backend) or
+// runs the pipeline inline, and acts on the verdicts in receive order.
 //
 // The I/O loop is the only goroutine that touches ports and the arena's free
 // stack; workers touch only the batches they hold. That single-owner rule is
@@ -74,7 +125,7 @@ type Engine struct {
 	nReasons int
 
 	runners []*pipelines.Runner
-	pool    *workers.Pool
+	exec    workers.Executor // nil: inline
 	inline  *rings.Batch
 
 	txList   [][]rings.Desc // per output port, scratch for one batch
@@ -196,29 +247,35 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	for range nRunners {
 		e.runners = append(e.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
 	}
-	if e.workers == 0 {
+	if e.workers == 0 && o.NewExecutor == nil {
 		e.inline = rings.NewBatch(e.batch, a)
 		return e, nil
 	}
-	kernels := make([]workers.Kernel, e.workers)
-	for i, r := range e.runners {
-		kernels[i] = r
+	batch := e.batch
+	cfg := ExecutorConfig{
+		Graph: g, Runners: e.runners, Arena: a, BatchSize: batch,
+		NewBatch: func() *rings.Batch { return rings.NewBatch(batch, a) },
+		Workers:  e.workers,
+		// Deep enough that the I/O loop rarely waits on a worker: with only
+		// a few slots per worker the handoff, not the pipeline, sets the pace.
+		Slots: 64,
+		Idle:  o.Idle,
 	}
-	wo := workers.DefaultOptions()
-	wo.Workers = e.workers
-	// Deep enough that the I/O loop rarely waits on a worker: with only a
-	// few slots per worker the handoff, not the pipeline, sets the pace.
-	wo.Slots = 64
-	for wo.Slots < 8*e.workers {
-		wo.Slots *= 2
+	for cfg.Slots < 8*e.workers {
+		cfg.Slots *= 2
 	}
-	wo.NewBatch = func() *rings.Batch { return rings.NewBatch(e.batch, a) }
-	wo.Idle = o.Idle
-	pool, err := workers.NewPool(wo, kernels)
+	newExec := o.NewExecutor
+	if newExec == nil {
+		newExec = NewCPUExecutor
+	}
+	ex, err := newExec(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start workers: %w", err)
 	}
-	e.pool = pool
+	if ex == nil {
+		return nil, errors.New("start workers: executor factory returned nil")
+	}
+	e.exec = ex
 	return e, nil
 }
 
@@ -233,8 +290,8 @@ type Progress func(received uint64)
 func (e *Engine) Run(progress Progress) (err error) {
 	start := time.Now()
 	defer func() {
-		if e.pool != nil {
-			if cerr := e.pool.Close(); cerr != nil && err == nil {
+		if e.exec != nil {
+			if cerr := e.exec.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("stop workers: %w", cerr)
 			}
 		}
@@ -251,10 +308,10 @@ func (e *Engine) Run(progress Progress) (err error) {
 			}
 		}
 	}()
-	if e.pool == nil {
+	if e.exec == nil {
 		return e.runInline(progress)
 	}
-	return e.runPool(progress)
+	return e.runExec(progress)
 }
 
 func (e *Engine) runInline(progress Progress) error {
@@ -292,7 +349,7 @@ func (e *Engine) runInline(progress Progress) error {
 	}
 }
 
-func (e *Engine) runPool(progress Progress) error {
+func (e *Engine) runExec(progress Progress) error {
 	var (
 		cur   *rings.Batch // acquired, not yet submitted
 		inErr error
@@ -302,17 +359,17 @@ func (e *Engine) runPool(progress Progress) error {
 	for {
 		worked := false
 		for {
-			b, ok := e.pool.Completed()
+			b, ok := e.exec.Completed()
 			if !ok {
 				break
 			}
 			e.complete(b)
-			e.pool.Release()
+			e.exec.Release()
 			worked = true
 		}
 		if inErr == nil {
 			if cur == nil {
-				if b, ok := e.pool.Acquire(); ok {
+				if b, ok := e.exec.Acquire(); ok {
 					cur = b
 				}
 			}
@@ -327,7 +384,7 @@ func (e *Engine) runPool(progress Progress) error {
 					inErr = err
 				}
 				if cur.Len() > 0 && (n == 0 || cur.Len() == cur.Cap() || err != nil) {
-					e.pool.Submit()
+					e.exec.Submit()
 					cur = nil
 					worked = true
 				} else if n > 0 {
@@ -335,16 +392,16 @@ func (e *Engine) runPool(progress Progress) error {
 				}
 			}
 		} else if cur != nil && cur.Len() > 0 {
-			e.pool.Submit()
+			e.exec.Submit()
 			cur = nil
 		}
-		if inErr != nil && cur == nil && e.pool.InFlight() == 0 {
+		if inErr != nil && cur == nil && e.exec.InFlight() == 0 {
 			if errors.Is(inErr, io.EOF) {
 				return nil
 			}
 			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
 		}
-		if inErr != nil && cur != nil && cur.Len() == 0 && e.pool.InFlight() == 0 {
+		if inErr != nil && cur != nil && cur.Len() == 0 && e.exec.InFlight() == 0 {
 			// Acquired a slot we never filled: nothing left to do.
 			if errors.Is(inErr, io.EOF) {
 				return nil
