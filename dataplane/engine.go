@@ -36,7 +36,16 @@ type Options struct {
 	// hands batches through it, whatever Workers says. Nil runs Workers
 	// CPU workers (NewCPUExecutor), or inline when Workers is zero.
 	NewExecutor func(ExecutorConfig) (workers.Executor, error)
+	// DrainTimeout bounds the wait at the end of a run for frames that
+	// Completer outputs still hold (AF_XDP TX awaiting completion). Frames
+	// not back by then are counted as lost and Run returns ErrFramesLost.
+	// Zero means one second.
+	DrainTimeout time.Duration
 }
+
+// defaultDrainTimeout is DrainTimeout's zero value: far longer than any
+// completion takes on a working link, short enough for a daemon's stop.
+const defaultDrainTimeout = time.Second
 
 // ExecutorConfig is what an executor factory gets to build an executor for
 // one engine.
@@ -86,7 +95,7 @@ func NewCPUExecutor(c ExecutorConfig) (workers.Executor, error) {
 // DefaultOptions returns options that take workers and batch size from the
 // pipeline and measure per-stage time.
 func DefaultOptions() Options {
-	return Options{Workers: -1, Timing: true, Idle: workers.DefaultIdlePolicy()}
+	return Options{Workers: -1, Timing: true, Idle: workers.DefaultIdlePolicy(), DrainTimeout: defaultDrainTimeout}
 }
 
 // Outputs names where each of the graph's tx ports, its pass verdicts and its
@@ -130,6 +139,19 @@ type Engine struct {
 
 	txList   [][]rings.Desc // per output port, scratch for one batch
 	passList []rings.Desc
+
+	// Completer outputs, each once (a port can be a tx port and the pass
+	// port). outComp maps a graph port index to its entry (-1: the port
+	// only borrows frames), passComp likewise for the pass port. When any
+	// output is a Completer (holds), complete builds recycle, the frames
+	// to give back now, instead of recycling the whole batch.
+	comps    []completer
+	outComp  []int
+	passComp int
+	holds    bool
+	recycle  []rings.Desc
+	compBuf  []rings.Desc
+	lost     int // frames no Completer gave back by the end of the drain
 	counts   counts
 	elapsed  time.Duration
 	tracker  *rings.Tracker // nil unless Options.TrackFrames
@@ -232,6 +254,29 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
+	if o.TrackFrames {
+		e.tracker = rings.NewTracker(a)
+		e.inFlight = e.tracker.Owner("in-flight")
+	}
+	if o.DrainTimeout < 0 {
+		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
+	}
+	if e.opts.DrainTimeout == 0 {
+		e.opts.DrainTimeout = defaultDrainTimeout
+	}
+	for k := range e.samples {
+		if _, ok := e.samples[k].sink.(Completer); ok {
+			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
+		}
+	}
+	for _, p := range e.out {
+		e.outComp = append(e.outComp, e.addCompleter(p))
+	}
+	e.passComp = e.addCompleter(e.pass)
+	if e.holds = len(e.comps) > 0; e.holds {
+		e.recycle = make([]rings.Desc, 0, e.batch)
+		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
+	}
 	e.nReasons = len(g.Reasons())
 	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
@@ -239,10 +284,6 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	e.counts.dropPackets = make([]uint64, nReasons)
 	e.counts.dropBytes = make([]uint64, nReasons)
 
-	if o.TrackFrames {
-		e.tracker = rings.NewTracker(a)
-		e.inFlight = e.tracker.Owner("in-flight")
-	}
 	nRunners := max(e.workers, 1)
 	for range nRunners {
 		e.runners = append(e.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
@@ -284,7 +325,9 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 type Progress func(received uint64)
 
 // Run drives the engine until the input is exhausted (io.EOF), every
-// in-flight batch is done, and every frame is back with its port. It then
+// in-flight batch is done, and every frame is back with its port: frames
+// that Completer outputs hold are waited for up to Options.DrainTimeout,
+// and those still out then are counted as lost (ErrFramesLost). It then
 // stops the workers. An input error other than io.EOF stops the run after
 // draining what is in flight, and is returned.
 func (e *Engine) Run(progress Progress) (err error) {
@@ -309,9 +352,16 @@ func (e *Engine) Run(progress Progress) (err error) {
 		}
 	}()
 	if e.exec == nil {
-		return e.runInline(progress)
+		err = e.runInline(progress)
+	} else {
+		err = e.runExec(progress)
 	}
-	return e.runExec(progress)
+	derr := e.drainOutputs()
+	if err == nil && e.trackErr == nil {
+		// A tracker error names the frame and its places: it comes first.
+		err = derr
+	}
+	return err
 }
 
 func (e *Engine) runInline(progress Progress) error {
@@ -320,6 +370,7 @@ func (e *Engine) runInline(progress Progress) error {
 	tick := newTicker(progress)
 	idle := 0
 	for {
+		worked := e.pollCompletions()
 		b.Clear()
 		n, err := e.in.Receive(b)
 		e.trackReceived(b, 0)
@@ -330,6 +381,7 @@ func (e *Engine) runInline(progress Progress) error {
 			r.Process(b)
 			e.complete(b)
 			tick.maybe(e.counts.received)
+			worked = true
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -337,15 +389,14 @@ func (e *Engine) runInline(progress Progress) error {
 			}
 			return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
 		}
-		if n == 0 {
-			// Inline mode has nothing in flight, so a port with frames
-			// outstanding elsewhere cannot be waiting on us; a live port
-			// simply has nothing yet.
-			idle++
-			ioBackoff(idle)
-		} else {
+		if worked {
 			idle = 0
+			continue
 		}
+		// Nothing received and nothing completed: a live port has nothing
+		// yet, or every frame is out with a Completer.
+		idle++
+		ioBackoff(idle)
 	}
 }
 
@@ -357,7 +408,7 @@ func (e *Engine) runExec(progress Progress) error {
 		tick  = newTicker(progress)
 	)
 	for {
-		worked := false
+		worked := e.pollCompletions()
 		for {
 			b, ok := e.exec.Completed()
 			if !ok {
@@ -395,14 +446,9 @@ func (e *Engine) runExec(progress Progress) error {
 			e.exec.Submit()
 			cur = nil
 		}
-		if inErr != nil && cur == nil && e.exec.InFlight() == 0 {
-			if errors.Is(inErr, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
-		}
-		if inErr != nil && cur != nil && cur.Len() == 0 && e.exec.InFlight() == 0 {
-			// Acquired a slot we never filled: nothing left to do.
+		if inErr != nil && (cur == nil || cur.Len() == 0) && e.exec.InFlight() == 0 {
+			// Everything received is done (a slot acquired and never
+			// filled holds nothing).
 			if errors.Is(inErr, io.EOF) {
 				return nil
 			}
@@ -455,13 +501,13 @@ func (e *Engine) trackReceived(b *rings.Batch, from int) {
 	}
 }
 
-// trackRecycled records, in TrackFrames mode, that the batch's frames go
-// back to their port.
-func (e *Engine) trackRecycled(b *rings.Batch) {
+// trackRecycled records, in TrackFrames mode, that frames go back to the
+// input port.
+func (e *Engine) trackRecycled(descs []rings.Desc) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
-	if err := e.tracker.MoveDescs(b.Descs, e.inFlight, rings.OwnerFree); err != nil {
+	if err := e.tracker.MoveDescs(descs, e.inFlight, rings.OwnerFree); err != nil {
 		e.trackErr = fmt.Errorf("frame coming back from the pipeline: %w", err)
 	}
 }
