@@ -13,6 +13,7 @@ import (
 func (e *Engine) complete(b *rings.Batch) {
 	c := &e.counts
 	c.batches++
+	e.inEngine -= len(b.Descs) // all handed on below
 	if e.completeUniform(b) {
 		return
 	}
@@ -107,7 +108,7 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 		e.recycle = append(e.recycle, list...)
 		return
 	}
-	e.accepted(k, list[:n])
+	e.accepted(k, n)
 	e.recycle = append(e.recycle, list[n:]...)
 }
 
@@ -180,7 +181,7 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
 	n := e.transmit(p, descs, bytes)
 	if k := e.outComp[p]; k >= 0 {
-		e.accepted(k, descs[:n])
+		e.accepted(k, n)
 		descs = descs[n:]
 	}
 	e.recycleFrames(descs)
@@ -192,9 +193,15 @@ func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
 // reports at its end). It returns how many the port accepted.
 func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
 	c := &e.counts
+	if e.tracker != nil {
+		e.trackOffer(e.outComp[p], list)
+	}
 	n, err := e.out[p].Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
+	}
+	if e.tracker != nil {
+		e.trackTaken(e.outComp[p], list, n)
 	}
 	if n < len(list) {
 		bytes = sumLen(list[:n])
@@ -216,9 +223,15 @@ func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
 // loses nothing silently. It returns how many the port accepted.
 func (e *Engine) sendPass(list []rings.Desc) int {
 	c := &e.counts
+	if e.tracker != nil {
+		e.trackOffer(e.passComp, list)
+	}
 	n, err := e.pass.Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
+	}
+	if e.tracker != nil {
+		e.trackTaken(e.passComp, list, n)
 	}
 	c.passPackets += uint64(n)
 	c.passBytes += sumLen(list[:n])

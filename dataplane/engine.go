@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -151,12 +152,23 @@ type Engine struct {
 	holds    bool
 	recycle  []rings.Desc
 	compBuf  []rings.Desc
-	lost     int // frames no Completer gave back by the end of the drain
-	counts   counts
-	elapsed  time.Duration
-	tracker  *rings.Tracker // nil unless Options.TrackFrames
-	inFlight rings.Owner
-	trackErr error
+
+	// Frame accounting: inEngine is how many frames the engine holds
+	// (received, not yet handed on); pub is what the I/O loop publishes
+	// for Frames and Snapshot. reporters are the ports that report their
+	// own places (the input and Completers), each once.
+	inEngine  int
+	pub       published
+	reporters []FrameReporter
+	inReports bool
+	counts    counts
+	elapsed   time.Duration
+	tracker   *rings.Tracker // nil unless Options.TrackFrames
+	inFlight  rings.Owner    // the engine's place
+	inHome    rings.Owner    // where recycled frames go: the input's home, or free
+	inTracks  bool           // the input is a FrameTracker
+	busy      []rings.Owner  // places a frame received from the input cannot be in
+	trackErr  error
 	// outErr is the first error an output (tx, pass or sample sink)
 	// returned; the run goes on so that every packet is still accounted
 	// for, and Run returns it at the end.
@@ -257,6 +269,10 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	if o.TrackFrames {
 		e.tracker = rings.NewTracker(a)
 		e.inFlight = e.tracker.Owner("in-flight")
+		e.inHome = rings.OwnerFree
+		if ft, ok := in.(FrameTracker); ok {
+			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
+		}
 	}
 	if o.DrainTimeout < 0 {
 		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
@@ -277,6 +293,17 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.recycle = make([]rings.Desc, 0, e.batch)
 		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
 	}
+	e.inReports = e.addReporter(in)
+	for k := range e.comps {
+		c := &e.comps[k]
+		c.reports = e.addReporter(c.port)
+		if !c.tracks {
+			e.busy = append(e.busy, c.owner)
+		}
+	}
+	e.pub.held = make([]atomic.Int64, len(e.comps))
+	e.pub.lost = make([]atomic.Int64, len(e.comps))
+	e.publish()
 	e.nReasons = len(g.Reasons())
 	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
@@ -356,7 +383,9 @@ func (e *Engine) Run(progress Progress) (err error) {
 	} else {
 		err = e.runExec(progress)
 	}
+	e.publish() // the loop's last turn may have returned before publishing
 	derr := e.drainOutputs()
+	e.publish()
 	if err == nil && e.trackErr == nil {
 		// A tracker error names the frame and its places: it comes first.
 		err = derr
@@ -373,6 +402,7 @@ func (e *Engine) runInline(progress Progress) error {
 		worked := e.pollCompletions()
 		b.Clear()
 		n, err := e.in.Receive(b)
+		e.inEngine += b.Len()
 		e.trackReceived(b, 0)
 		if e.trackErr != nil {
 			return e.trackErr
@@ -382,6 +412,9 @@ func (e *Engine) runInline(progress Progress) error {
 			e.complete(b)
 			tick.maybe(e.counts.received)
 			worked = true
+		}
+		if worked {
+			e.publish()
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -427,6 +460,7 @@ func (e *Engine) runExec(progress Progress) error {
 			if cur != nil {
 				had := cur.Len()
 				n, err := e.in.Receive(cur)
+				e.inEngine += cur.Len() - had
 				e.trackReceived(cur, had)
 				if e.trackErr != nil && err == nil {
 					err = e.trackErr
@@ -456,6 +490,7 @@ func (e *Engine) runExec(progress Progress) error {
 		}
 		tick.maybe(e.counts.received)
 		if worked {
+			e.publish()
 			idle = 0
 			continue
 		}
@@ -480,34 +515,34 @@ func ioBackoff(idle int) {
 }
 
 // trackReceived records, in TrackFrames mode, that the frames of b's
-// descriptors from index from on entered the pipeline, and notes a frame
-// that was already in flight.
+// descriptors from index from on entered the engine: from the input's home
+// when the input tracks its places, else from wherever they were, unless
+// that is the engine itself or a Completer (a frame in two places).
 func (e *Engine) trackReceived(b *rings.Batch, from int) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
 	for _, d := range b.Descs[from:] {
-		cur, err := e.tracker.OwnerOf(d.Addr)
-		if err == nil && cur == e.inFlight {
-			err = fmt.Errorf("port %s handed out frame %#x while it was still in flight: %w", e.in.Name(), d.Addr, rings.ErrDuplicateFrame)
-		}
-		if err == nil {
-			err = e.tracker.Move(d.Addr, cur, e.inFlight)
+		var err error
+		if e.inTracks {
+			err = e.tracker.Move(d.Addr, e.inHome, e.inFlight)
+		} else {
+			_, err = e.tracker.Enter(d.Addr, e.inFlight, e.busy...)
 		}
 		if err != nil {
-			e.trackErr = err
+			e.trackErr = fmt.Errorf("port %s handed out a frame it did not hold: %w", e.in.Name(), err)
 			return
 		}
 	}
 }
 
 // trackRecycled records, in TrackFrames mode, that frames go back to the
-// input port.
+// input port (its home, or the free stack).
 func (e *Engine) trackRecycled(descs []rings.Desc) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
-	if err := e.tracker.MoveDescs(descs, e.inFlight, rings.OwnerFree); err != nil {
+	if err := e.tracker.MoveDescs(descs, e.inFlight, e.inHome); err != nil {
 		e.trackErr = fmt.Errorf("frame coming back from the pipeline: %w", err)
 	}
 }
