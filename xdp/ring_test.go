@@ -223,3 +223,37 @@ func TestRingsDoNotAllocate(t *testing.T) {
 		t.Fatalf("ring batch ops allocate %.1f times per run", allocs)
 	}
 }
+
+// TestWakeupOnlyWhenFlagged: with need-wakeup, KickTX and WakeRX make
+// their syscall only when the kernel set the ring's flag. The socket has
+// no fd (-1), so a syscall made shows as EBADF.
+func TestWakeupOnlyWhenFlagged(t *testing.T) {
+	ft, rt := newFake(8, 16, true)
+	ff, rf := newFake(8, 8, true)
+	s := &Socket{fd: -1, wakeup: true, tx: newDescRing(rt, unsafe.Pointer(&ft.slots[0])), fill: newAddrRing(rf, unsafe.Pointer(&ff.slots[0]))}
+	if err := s.KickTX(); err != nil {
+		t.Errorf("KickTX with the flag clear made a syscall: %v", err)
+	}
+	if err := s.WakeRX(); err != nil {
+		t.Errorf("WakeRX with the flag clear made a syscall: %v", err)
+	}
+	if a := testing.AllocsPerRun(100, func() { s.KickTX(); s.WakeRX() }); a != 0 {
+		t.Errorf("KickTX+WakeRX allocate %.1f times", a)
+	}
+	atomic.StoreUint32(&ft.idx[2], unix.XDP_RING_NEED_WAKEUP)
+	atomic.StoreUint32(&ff.idx[2], unix.XDP_RING_NEED_WAKEUP)
+	if err := s.KickTX(); err != unix.EBADF {
+		t.Errorf("KickTX with the flag set = %v, want the syscall's EBADF", err)
+	}
+	if err := s.WakeRX(); err != unix.EBADF {
+		t.Errorf("WakeRX with the flag set = %v, want the syscall's EBADF", err)
+	}
+	s.wakeup = false
+	atomic.StoreUint32(&ft.idx[2], 0)
+	if err := s.KickTX(); err != unix.EBADF {
+		t.Errorf("KickTX without need-wakeup = %v, want a syscall (EBADF)", err)
+	}
+	if err := s.WakeRX(); err != nil {
+		t.Errorf("WakeRX without need-wakeup = %v, want no syscall", err)
+	}
+}

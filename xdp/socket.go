@@ -145,22 +145,37 @@ func NewSocket(u *UMEM, o SocketOptions) (*Socket, error) {
 		return nil, fmt.Errorf("%s: queue out of range: %s has %d queue(s): %w", ctx, o.Interface, n, unix.EINVAL)
 	}
 
-	s := &Socket{fd: -1, umem: u, iface: o.Interface, ifindex: ifc.Index, queue: o.Queue}
-	reg, err := u.attach(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ctx, err)
-	}
-	sharer := o.SharedWith
-	if sharer == nil {
-		sharer = reg
-	}
-	if err := s.setup(o, sharer); err != nil {
+	// A queue whose socket was closed moments ago stays bound in the
+	// kernel until its deferred release runs (a work item, usually a few
+	// milliseconds): a daemon restarting, or a port reopened, would be
+	// refused. So EBUSY is retried briefly before it is reported.
+	deadline := time.Now().Add(busyRetry)
+	for {
+		s := &Socket{fd: -1, umem: u, iface: o.Interface, ifindex: ifc.Index, queue: o.Queue}
+		reg, err := u.attach(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ctx, err)
+		}
+		sharer := o.SharedWith
+		if sharer == nil {
+			sharer = reg
+		}
+		err = s.setup(o, sharer)
+		if err == nil {
+			u.setRegistered(s)
+			return s, nil
+		}
 		s.teardown()
+		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		return nil, fmt.Errorf("%s: %w", ctx, err)
 	}
-	u.setRegistered(s)
-	return s, nil
 }
+
+// busyRetry is how long NewSocket retries a bind refused with EBUSY.
+const busyRetry = 500 * time.Millisecond
 
 func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 	if sharer != nil {
