@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // xdpMD is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.
@@ -28,6 +29,13 @@ func TestProgramTestRun(t *testing.T) {
 	inNewNetns(t)
 	v := newVeth(t, "wfrun0", "wfrun1", 4)
 	idx := v.ifindex
+	// /sys shows the host's namespace, not this one: netlink answers.
+	if n, err := RXQueues(v.name); err != nil || n != 4 {
+		t.Errorf("RXQueues(%s) = %d, %v; want 4", v.name, n, err)
+	}
+	if _, err := RXQueues("wf-missing"); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("RXQueues of a missing interface = %v, want ENODEV", err)
+	}
 	p, err := LoadProgram(ProgramOptions{Interface: v.name, Attach: AttachAuto, Queues: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +186,10 @@ func TestProbe(t *testing.T) {
 	requireRoot(t)
 	if err := Probe(); err != nil {
 		t.Fatalf("Probe on a kernel with AF_XDP: %v", err)
+	}
+	// In the namespace /sys was mounted in, /sys answers.
+	if n, err := RXQueues("lo"); err != nil || n != 1 {
+		t.Errorf("RXQueues(lo) = %d, %v; want 1", n, err)
 	}
 	if err := MemlockWarning(); err != nil {
 		t.Logf("memlock rlimit (a warning on this kernel): %v", err)

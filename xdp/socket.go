@@ -113,8 +113,8 @@ type Socket struct {
 	fill, comp *AddrRing
 	rx, tx     *DescRing
 
-	mu      sync.Mutex // guards closed and Close
-	closed  bool
+	mu      sync.Mutex // serialises Close
+	closed  atomic.Bool
 	sockErr atomic.Pointer[error] // first SO_ERROR seen; SO_ERROR clears on read
 }
 
@@ -179,10 +179,7 @@ const busyRetry = 500 * time.Millisecond
 
 func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 	if sharer != nil {
-		sharer.mu.Lock()
-		closed := sharer.closed
-		sharer.mu.Unlock()
-		if closed {
+		if sharer.closed.Load() {
 			return fmt.Errorf("share umem: socket %s queue %d: %w", sharer.iface, sharer.queue, net.ErrClosed)
 		}
 		if o.Bind != BindAuto && o.Bind != sharer.bound {
@@ -429,6 +426,9 @@ func (s *Socket) WakeRX() error {
 // ring to have descriptors. Poll never reports a deleted interface; check
 // Err for that.
 func (s *Socket) Poll(timeout time.Duration) (readable bool, err error) {
+	if s.closed.Load() {
+		return false, net.ErrClosed
+	}
 	ms := -1
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
@@ -452,6 +452,9 @@ func (s *Socket) Poll(timeout time.Duration) (readable bool, err error) {
 func (s *Socket) Err() error {
 	if p := s.sockErr.Load(); p != nil {
 		return *p
+	}
+	if s.closed.Load() {
+		return net.ErrClosed
 	}
 	v, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 	if err != nil {
@@ -477,6 +480,9 @@ type Statistics struct {
 
 // Stats reads the kernel's counters for this socket.
 func (s *Socket) Stats() (Statistics, error) {
+	if s.closed.Load() {
+		return Statistics{}, net.ErrClosed
+	}
 	st, err := xdpStatistics(s.fd)
 	if err != nil {
 		return Statistics{}, fmt.Errorf("xsk %s queue %d: read XDP_STATISTICS: %w", s.iface, s.queue, err)
@@ -487,18 +493,20 @@ func (s *Socket) Stats() (Statistics, error) {
 	}, nil
 }
 
-// Close unmaps the rings and closes the socket; the kernel unbinds it and
-// stops using its frames. Fill and completion rings shared with another
+// Close unmaps the rings and closes the socket; the kernel unbinds it,
+// removes it from any XSKMAP and stops using its frames. Stop the
+// goroutines driving its rings first: a ring used after Close faults.
+// Err, Stats and Poll return net.ErrClosed after Close. Fill and completion rings shared with another
 // open socket stay mapped until the last of them closes. Frames on the
 // fill, RX, TX and completion rings at Close are the caller's again (the
 // UMEM is intact). A second Close returns net.ErrClosed.
 func (s *Socket) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return net.ErrClosed
 	}
-	s.closed = true
+	s.closed.Store(true)
 	return s.teardown()
 }
 

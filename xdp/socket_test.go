@@ -554,6 +554,15 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if x := l.Attrs().Xdp; x != nil && x.Attached {
 		t.Errorf("%s still has an XDP program after Close: %+v", a.name, x)
 	}
+	if _, err := sa.Stats(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Stats after Close = %v, want net.ErrClosed", err)
+	}
+	if _, err := sa.Poll(0); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Poll after Close = %v, want net.ErrClosed", err)
+	}
+	if err := sa.Err(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Err after Close = %v, want net.ErrClosed", err)
+	}
 	for name, c := range map[string]func() error{"program": p.Close, "socket": sa.Close, "umem": u.Close} {
 		if err := c(); !errors.Is(err, net.ErrClosed) {
 			t.Errorf("second %s Close = %v, want net.ErrClosed", name, err)
