@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// xdpMD is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.
-type xdpMD struct {
+// testRunCtx is struct xdp_md, the context BPF_PROG_TEST_RUN takes for XDP.
+type testRunCtx struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RXQueueIndex, EgressIfindex uint32
 }
 
@@ -48,7 +48,7 @@ func TestProgramTestRun(t *testing.T) {
 	runs := map[uint32]uint32{0: 5, 2: 3, 3: 4} // queue -> frames; queue 3 is beyond Queues
 	for q, n := range runs {
 		for i := uint32(0); i < n; i++ {
-			ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(idx), RXQueueIndex: q}
+			ctx := testRunCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(idx), RXQueueIndex: q}
 			ret, err := p.objs.XskRedirect.Run(&ebpf.RunOptions{Data: frame, Context: ctx})
 			if err != nil {
 				t.Fatalf("test run queue %d: %v", q, err)
