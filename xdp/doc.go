@@ -81,6 +81,13 @@
 //     is open; the kernel may write any frame it owns at any moment.
 //   - poll never reports a deleted interface: only Socket.Err (SO_ERROR,
 //     ENETDOWN) tells, so an I/O loop checks it when idle.
+//   - Socket.Close unmaps the rings: stop the goroutines that drive them
+//     first. Closing a socket removes it from any XSKMAP (the kernel does).
+//   - The kernel releases a closed socket's queue in deferred work, so a
+//     bind right after a Close can see EBUSY for a few milliseconds;
+//     NewSocket retries EBUSY for up to 500ms before reporting it.
+//   - A socket created on a UMEM that an open socket registered shares it
+//     (XDP_SHARED_UMEM) even without SocketOptions.SharedWith.
 //
 // # Wakeups and busy poll
 //
