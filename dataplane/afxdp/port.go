@@ -33,8 +33,24 @@ type Port struct {
 
 	stats  portCounters
 	err    error // first socket error seen (ENETDOWN after the link went)
-	closed bool
+	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
+
+	// Accounting (debug) mode: nil tracker when off. home is where the
+	// engine and the port hand frames over; rxKernel holds the frames
+	// given to the kernel to receive into (fill ring and kernel), txKernel
+	// those given to it to send (TX ring, kernel, completion ring).
+	tracker            *rings.Tracker
+	home               rings.Owner
+	rxKernel, txKernel rings.Owner
+	trackErr           error
 }
+
+// Engine-side interfaces this port implements.
+var (
+	_ dataplane.Completer     = (*Port)(nil)
+	_ dataplane.FrameReporter = (*Port)(nil)
+	_ dataplane.FrameTracker  = (*Port)(nil)
+)
 
 // portCounters are written by the I/O loop and read by Counters from any
 // goroutine.
@@ -81,8 +97,9 @@ func NewPort(name string, sock *xdp.Socket, arena *rings.Arena, receive bool, in
 		frameMask: uint64(arena.FrameSize() - 1),
 	}
 	if receive {
+		// The first Receive fills the fill ring: after NewEngine has
+		// offered the accounting mode its tracker.
 		p.fillBuf = make([]uint64, sock.Fill().Size())
-		p.refill()
 	}
 	return p, nil
 }
@@ -118,25 +135,57 @@ func (p *Port) refill() {
 	for _, a := range p.fillBuf[put:n] { // cannot happen: room was measured
 		p.arena.Free(a)
 	}
+	if p.tracker != nil {
+		for _, a := range p.fillBuf[:put] {
+			p.track(a, rings.OwnerFree, p.rxKernel)
+		}
+	}
+}
+
+// track records one move in the accounting mode, keeping the first error.
+func (p *Port) track(addr uint64, from, to rings.Owner) {
+	if p.trackErr != nil {
+		return
+	}
+	if err := p.tracker.Move(addr, from, to); err != nil {
+		p.trackErr = fmt.Errorf("%s: %w", p.name, err)
+	}
+}
+
+// TrackFrames interns the port's places in t and returns its home (the
+// accounting mode; the engine calls it before anything else).
+func (p *Port) TrackFrames(t *rings.Tracker) rings.Owner {
+	p.tracker = t
+	p.home = t.Owner(p.name)
+	p.rxKernel = t.Owner(p.name + " fill/kernel rx")
+	p.txKernel = t.Owner(p.name + " tx/kernel/completion")
+	return p.home
 }
 
 // Receive tops the fill ring up, then appends the RX ring's descriptors to
 // b. With nothing on the RX ring and the kernel asking for a wake-up on the
 // fill ring, it makes the one syscall that asks.
 func (p *Port) Receive(b *rings.Batch) (int, error) {
-	if p.closed {
+	if p.closed.Load() {
 		return 0, net.ErrClosed
 	}
 	if !p.receive {
 		return 0, dataplane.ErrNotReceiver
+	}
+	if p.trackErr != nil {
+		return 0, p.trackErr
 	}
 	p.refill()
 	rx := p.sock.RX()
 	want := b.Cap() - b.Len()
 	idx, got := rx.Peek(want)
 	for i := range got {
-		b.Append(rx.Get(idx+uint32(i)), p.seq, p.inPort)
+		d := rx.Get(idx + uint32(i))
+		b.Append(d, p.seq, p.inPort)
 		p.seq++
+		if p.tracker != nil {
+			p.track(d.Addr, p.rxKernel, p.home)
+		}
 	}
 	if got > 0 {
 		rx.Release(got)
@@ -164,13 +213,16 @@ func (p *Port) fail(err error) error {
 // accepted (a prefix of descs): they come back through Complete once the
 // kernel reports them on the completion ring.
 func (p *Port) Transmit(_ *rings.Arena, descs []rings.Desc) (int, error) {
-	if p.closed {
+	if p.closed.Load() {
 		return 0, net.ErrClosed
 	}
 	tx := p.sock.TX()
 	idx, got := tx.Reserve(len(descs))
 	for i := range got {
 		tx.Set(idx+uint32(i), descs[i])
+		if p.tracker != nil {
+			p.track(descs[i].Addr, p.home, p.txKernel)
+		}
 	}
 	if got > 0 {
 		tx.Submit(got)
@@ -214,7 +266,11 @@ func (p *Port) Complete(dst []rings.Desc) []rings.Desc {
 	c := p.sock.Completion()
 	idx, got := c.Peek(cap(dst) - len(dst))
 	for i := range got {
-		dst = append(dst, rings.Desc{Addr: c.Get(idx + uint32(i))})
+		addr := c.Get(idx + uint32(i))
+		dst = append(dst, rings.Desc{Addr: addr})
+		if p.tracker != nil {
+			p.track(addr, p.txKernel, p.home)
+		}
 	}
 	if got > 0 {
 		c.Release(got)
@@ -232,11 +288,14 @@ func (p *Port) Outstanding() int { return p.outstanding }
 // fill ring of a receiving port while it has room, else to the arena.
 func (p *Port) Recycle(descs []rings.Desc) {
 	i := 0
-	if p.receive && !p.closed {
+	if p.receive && !p.closed.Load() {
 		f := p.sock.Fill()
 		idx, got := f.Reserve(len(descs))
 		for ; i < got; i++ {
 			f.Set(idx+uint32(i), descs[i].Addr&^p.frameMask)
+			if p.tracker != nil {
+				p.track(descs[i].Addr, p.home, p.rxKernel)
+			}
 		}
 		if got > 0 {
 			f.Submit(got)
@@ -244,6 +303,9 @@ func (p *Port) Recycle(descs []rings.Desc) {
 	}
 	for _, d := range descs[i:] {
 		p.arena.Free(d.Addr)
+		if p.tracker != nil {
+			p.track(d.Addr, p.home, rings.OwnerFree)
+		}
 	}
 }
 
@@ -255,6 +317,18 @@ func (p *Port) Counters() Counters {
 		FillStarved: s.fillStarved.Load(), TXRingFull: s.txRingFull.Load(),
 		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(),
 	}
+}
+
+// FramePlaces adds the port's places to acct (dataplane.FrameReporter):
+// from the rings' shared indices, safe from any goroutine.
+func (p *Port) FramePlaces(acct *dataplane.FrameAccount) {
+	pl := p.Places()
+	acct.Fill += pl.Fill
+	acct.KernelRX += pl.KernelRX
+	acct.RX += pl.RX
+	acct.TX += pl.TX
+	acct.KernelTX += pl.KernelTX
+	acct.Completion += pl.Completion
 }
 
 // Places is where a port's frames are, from the rings' shared indices.
@@ -274,6 +348,9 @@ func (pl Places) Total() int {
 // neighbouring places or in none.
 func (p *Port) Places() Places {
 	var pl Places
+	if p.closed.Load() {
+		return pl
+	}
 	tx, c := p.sock.TX(), p.sock.Completion()
 	txProd, txCons := tx.Producer(), tx.Consumer()
 	cProd, cCons := c.Producer(), c.Consumer()
@@ -294,9 +371,8 @@ func (p *Port) Places() Places {
 // Close closes the port's socket. The frames it held go with the UMEM,
 // which its Queue releases.
 func (p *Port) Close() error {
-	if p.closed {
+	if p.closed.Swap(true) {
 		return net.ErrClosed
 	}
-	p.closed = true
 	return p.sock.Close()
 }
