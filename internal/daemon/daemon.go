@@ -259,7 +259,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				cancelAll()
 			}
 		case <-tick:
-			d.logStats()
+			d.logStats("stats")
 		case r := <-done:
 			running--
 			if r.err != nil && runErr == nil && !r.qq.lost.Load() {
@@ -267,7 +267,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
-	d.logStats()
+	d.logStats("final stats")
 	return runErr
 }
 
@@ -346,8 +346,6 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 		wg.Wait()
 	}
 }
-
-func (d *Daemon) logStats() {}
 
 // Close detaches and closes everything the daemon made. It is safe after a
 // failed New and after Run.
