@@ -26,11 +26,15 @@ type Options struct {
 	Timing bool
 	// Idle is the workers' idle policy.
 	Idle workers.IdlePolicy
-	// TrackFrames is the accounting (debug) mode: a rings.Tracker records
-	// every frame handed to the pipeline and back, fails the run on a frame
-	// handed out while already in flight, and at the end audits the arena
-	// (every frame back on the free stack exactly once). It costs a few ns
-	// per packet; use it in tests and when debugging a port.
+	// TrackFrames is the accounting (debug) mode: a rings.Tracker with one
+	// owner per place records every frame handed to the pipeline, to the
+	// outputs and back, fails the run on a frame found in two places
+	// (naming the frame and both), and at the end audits the arena (every
+	// frame recorded free is on the free stack exactly once). Ports that
+	// implement FrameTracker record their own places; an input that keeps
+	// recycled frames elsewhere than the arena's free stack (a fill ring)
+	// must, or the audit reports its frames lost. It costs a few ns per
+	// packet; use it in tests and when debugging a port.
 	TrackFrames bool
 	// NewExecutor, when set, makes the executor that runs the pipeline on
 	// the engine's batches (a GPU backend, say); the engine then always
@@ -269,14 +273,6 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
-	if o.TrackFrames {
-		e.tracker = rings.NewTracker(a)
-		e.inFlight = e.tracker.Owner("in-flight")
-		e.inHome = rings.OwnerFree
-		if ft, ok := in.(FrameTracker); ok {
-			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
-		}
-	}
 	if o.DrainTimeout < 0 {
 		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
 	}
@@ -286,6 +282,14 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	for k := range e.samples {
 		if _, ok := e.samples[k].sink.(Completer); ok {
 			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
+		}
+	}
+	if o.TrackFrames {
+		e.tracker = rings.NewTracker(a)
+		e.inFlight = e.tracker.Owner("in-flight")
+		e.inHome = rings.OwnerFree
+		if ft, ok := in.(FrameTracker); ok {
+			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
 		}
 	}
 	for _, p := range e.out {
@@ -300,7 +304,7 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	for k := range e.comps {
 		c := &e.comps[k]
 		c.reports = e.addReporter(c.port)
-		if !c.tracks {
+		if e.tracker != nil && !c.tracks {
 			e.busy = append(e.busy, c.owner)
 		}
 	}
