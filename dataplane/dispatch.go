@@ -114,7 +114,9 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 
 // recycleFrames gives frames the engine is done with back to the input port.
 func (e *Engine) recycleFrames(descs []rings.Desc) {
-	e.trackRecycled(descs)
+	if e.tracker != nil {
+		e.trackRecycled(descs)
+	}
 	e.in.Recycle(descs)
 }
 

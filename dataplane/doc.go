@@ -20,6 +20,16 @@
 // (TestDeterministicAcrossWorkers). With zero workers the pipeline runs
 // inline in the I/O loop: the fastest mode on one core.
 //
+// Run goes to the end of a capture; RunContext also stops when its context
+// is done (a live port never ends): it stops receiving, finishes the
+// batches in flight, takes back what Completers hold (bounded by
+// Options.DrainTimeout) and returns nil. While it runs, Snapshot (verdict
+// counters) and Frames (frame places) are readable from any goroutine
+// without a lock: the I/O loop, their only writer, publishes them between
+// batches under a sequence count, at least every 1024 packets, whenever it
+// idles, and every turn when an output is a Completer, so a snapshot always
+// balances.
+//
 // # Frame ownership and lifetimes
 //
 // A frame received from the input port is the engine's (in a batch, a

@@ -1,11 +1,11 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -26,11 +26,15 @@ type Options struct {
 	Timing bool
 	// Idle is the workers' idle policy.
 	Idle workers.IdlePolicy
-	// TrackFrames is the accounting (debug) mode: a rings.Tracker records
-	// every frame handed to the pipeline and back, fails the run on a frame
-	// handed out while already in flight, and at the end audits the arena
-	// (every frame back on the free stack exactly once). It costs a few ns
-	// per packet; use it in tests and when debugging a port.
+	// TrackFrames is the accounting (debug) mode: a rings.Tracker with one
+	// owner per place records every frame handed to the pipeline, to the
+	// outputs and back, fails the run on a frame found in two places
+	// (naming the frame and both), and at the end audits the arena (every
+	// frame recorded free is on the free stack exactly once). Ports that
+	// implement FrameTracker record their own places; an input that keeps
+	// recycled frames elsewhere than the arena's free stack (a fill ring)
+	// must, or the audit reports its frames lost. It costs a few ns per
+	// packet; use it in tests and when debugging a port.
 	TrackFrames bool
 	// NewExecutor, when set, makes the executor that runs the pipeline on
 	// the engine's batches (a GPU backend, say); the engine then always
@@ -159,6 +163,8 @@ type Engine struct {
 	// own places (the input and Completers), each once.
 	inEngine  int
 	pub       published
+	dirty     bool   // counts changed since the last publish
+	pubAt     uint64 // counts.received at the last publish
 	reporters []FrameReporter
 	inReports bool
 	counts    counts
@@ -209,6 +215,7 @@ type counts struct {
 	dropPackets, dropBytes  []uint64 // by reason (graph reasons, then engine reasons)
 	passPackets, passBytes  uint64
 	batches                 uint64
+	execFull                uint64 // turns with every executor slot in flight
 }
 
 // Engine-level drop reasons, appended after the graph's own.
@@ -266,14 +273,6 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
-	if o.TrackFrames {
-		e.tracker = rings.NewTracker(a)
-		e.inFlight = e.tracker.Owner("in-flight")
-		e.inHome = rings.OwnerFree
-		if ft, ok := in.(FrameTracker); ok {
-			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
-		}
-	}
 	if o.DrainTimeout < 0 {
 		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
 	}
@@ -283,6 +282,14 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	for k := range e.samples {
 		if _, ok := e.samples[k].sink.(Completer); ok {
 			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
+		}
+	}
+	if o.TrackFrames {
+		e.tracker = rings.NewTracker(a)
+		e.inFlight = e.tracker.Owner("in-flight")
+		e.inHome = rings.OwnerFree
+		if ft, ok := in.(FrameTracker); ok {
+			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
 		}
 	}
 	for _, p := range e.out {
@@ -297,19 +304,17 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	for k := range e.comps {
 		c := &e.comps[k]
 		c.reports = e.addReporter(c.port)
-		if !c.tracks {
+		if e.tracker != nil && !c.tracks {
 			e.busy = append(e.busy, c.owner)
 		}
 	}
-	e.pub.held = make([]atomic.Int64, len(e.comps))
-	e.pub.lost = make([]atomic.Int64, len(e.comps))
-	e.publish()
 	e.nReasons = len(g.Reasons())
 	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
 	e.counts.txBytes = make([]uint64, len(e.out))
 	e.counts.dropPackets = make([]uint64, nReasons)
 	e.counts.dropBytes = make([]uint64, nReasons)
+	e.initPublished()
 
 	nRunners := max(e.workers, 1)
 	for range nRunners {
@@ -351,13 +356,23 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 // received so far; it may be nil.
 type Progress func(received uint64)
 
-// Run drives the engine until the input is exhausted (io.EOF), every
-// in-flight batch is done, and every frame is back with its port: frames
-// that Completer outputs hold are waited for up to Options.DrainTimeout,
-// and those still out then are counted as lost (ErrFramesLost). It then
-// stops the workers. An input error other than io.EOF stops the run after
-// draining what is in flight, and is returned.
-func (e *Engine) Run(progress Progress) (err error) {
+// Run is RunContext without a way to stop early: it runs until the input
+// is exhausted (io.EOF), as a replay does.
+func (e *Engine) Run(progress Progress) error {
+	return e.RunContext(context.Background(), progress)
+}
+
+// RunContext drives the engine until the input is exhausted (io.EOF) or
+// ctx is done, whichever comes first: a live port never returns io.EOF, so
+// a daemon runs until it cancels ctx. Either way the engine then stops
+// receiving, finishes every in-flight batch (its verdicts are acted on and
+// counted), waits up to Options.DrainTimeout for the frames that Completer
+// outputs hold, counts those still out as lost (and returns ErrFramesLost),
+// and stops the executor. A stop through ctx is clean: RunContext returns
+// nil, not ctx's error. An input error other than io.EOF stops the run the
+// same way and is returned, as is the first output error. RunContext is
+// called once per engine.
+func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) {
 	start := time.Now()
 	defer func() {
 		if e.exec != nil {
@@ -378,10 +393,11 @@ func (e *Engine) Run(progress Progress) (err error) {
 			}
 		}
 	}()
+	done := ctx.Done()
 	if e.exec == nil {
-		err = e.runInline(progress)
+		err = e.runInline(done, progress)
 	} else {
-		err = e.runExec(progress)
+		err = e.runExec(done, progress)
 	}
 	e.publish() // the loop's last turn may have returned before publishing
 	derr := e.drainOutputs()
@@ -393,19 +409,52 @@ func (e *Engine) Run(progress Progress) (err error) {
 	return err
 }
 
-func (e *Engine) runInline(progress Progress) error {
+// errStopped is the I/O loop's own marker for a stop through the context.
+var errStopped = errors.New("stopped")
+
+// stopped polls done without blocking: a nil channel (context.Background)
+// is never done, and the check costs a load per loop turn.
+func stopped(done <-chan struct{}) bool {
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// endOfInput turns the reason the loop stopped receiving into Run's error:
+// none for the end of a capture or a stop.
+func (e *Engine) endOfInput(err error) error {
+	if errors.Is(err, io.EOF) || err == errStopped {
+		return nil
+	}
+	return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
+}
+
+func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 	b := e.inline
 	r := e.runners[0]
 	tick := newTicker(progress)
 	idle := 0
 	for {
-		worked := e.pollCompletions()
+		// Inline, nothing is in flight between turns: a stop just ends
+		// the loop (Completers are drained after it).
+		if stopped(done) {
+			return nil
+		}
+		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		b.Clear()
 		n, err := e.in.Receive(b)
 		e.inEngine += b.Len()
-		e.trackReceived(b, 0)
-		if e.trackErr != nil {
-			return e.trackErr
+		if e.tracker != nil {
+			e.trackReceived(b, 0)
+			if e.trackErr != nil {
+				return e.trackErr
+			}
 		}
 		if n > 0 {
 			r.Process(b)
@@ -413,27 +462,23 @@ func (e *Engine) runInline(progress Progress) error {
 			tick.maybe(e.counts.received)
 			worked = true
 		}
-		if worked {
-			e.publish()
-		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
+			return e.endOfInput(err)
 		}
 		if worked {
+			e.turnDone()
 			idle = 0
 			continue
 		}
 		// Nothing received and nothing completed: a live port has nothing
 		// yet, or every frame is out with a Completer.
+		e.idleTurn()
 		idle++
 		ioBackoff(idle)
 	}
 }
 
-func (e *Engine) runExec(progress Progress) error {
+func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 	var (
 		cur   *rings.Batch // acquired, not yet submitted
 		inErr error
@@ -441,7 +486,7 @@ func (e *Engine) runExec(progress Progress) error {
 		tick  = newTicker(progress)
 	)
 	for {
-		worked := e.pollCompletions()
+		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		for {
 			b, ok := e.exec.Completed()
 			if !ok {
@@ -451,19 +496,26 @@ func (e *Engine) runExec(progress Progress) error {
 			e.exec.Release()
 			worked = true
 		}
+		if inErr == nil && stopped(done) {
+			inErr = errStopped // stop receiving; what is in flight finishes
+		}
 		if inErr == nil {
 			if cur == nil {
 				if b, ok := e.exec.Acquire(); ok {
 					cur = b
+				} else {
+					e.counts.execFull++
 				}
 			}
 			if cur != nil {
 				had := cur.Len()
 				n, err := e.in.Receive(cur)
 				e.inEngine += cur.Len() - had
-				e.trackReceived(cur, had)
-				if e.trackErr != nil && err == nil {
-					err = e.trackErr
+				if e.tracker != nil {
+					e.trackReceived(cur, had)
+					if e.trackErr != nil && err == nil {
+						err = e.trackErr
+					}
 				}
 				if err != nil {
 					inErr = err
@@ -483,17 +535,15 @@ func (e *Engine) runExec(progress Progress) error {
 		if inErr != nil && (cur == nil || cur.Len() == 0) && e.exec.InFlight() == 0 {
 			// Everything received is done (a slot acquired and never
 			// filled holds nothing).
-			if errors.Is(inErr, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
+			return e.endOfInput(inErr)
 		}
 		tick.maybe(e.counts.received)
 		if worked {
-			e.publish()
+			e.turnDone()
 			idle = 0
 			continue
 		}
+		e.idleTurn()
 		idle++
 		ioBackoff(idle)
 	}
