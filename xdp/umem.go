@@ -59,6 +59,8 @@ type UMEM struct {
 	opts UMEMOptions
 	mem  []byte
 
+	setupMu sync.Mutex // held by NewSocket for a whole socket setup
+
 	mu      sync.Mutex
 	sockets map[*Socket]struct{} // open sockets on this UMEM
 	reg     *Socket              // the socket that registered it, while open
