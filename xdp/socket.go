@@ -305,9 +305,9 @@ func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 func (s *Socket) bindError(o SocketOptions, sharer *Socket, err error) error {
 	switch {
 	case errors.Is(err, unix.EBUSY):
-		return busy{fmt.Errorf("bind: queue %d of %s is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", s.queue, s.iface, err)}
+		return busy{fmt.Errorf("bind: the queue is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", err)}
 	case errors.Is(err, unix.EOPNOTSUPP) && (o.Bind == BindZeroCopy || sharer != nil && sharer.bound == BindZeroCopy):
-		return wrapNotSupported("bind zero-copy: the driver of %s does not support AF_XDP zero-copy (veth never does); use bind mode copy or auto: %w", s.iface, err)
+		return wrapNotSupported("bind zero-copy: the driver of %s has no AF_XDP zero-copy (veth never has); use bind mode copy or auto: %w", s.iface, err)
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return wrapNotSupported("bind: %s does not support AF_XDP: %w", s.iface, err)
 	case errors.Is(err, unix.ENETDOWN):
