@@ -129,6 +129,12 @@ func seqOf(frame []byte) uint32 { return binary.BigEndian.Uint32(frame[14:18]) }
 // addresses come back on the completion ring. The program's counters and
 // the socket's statistics agree.
 func TestLiveRXTX(t *testing.T) {
+	for _, m := range []AttachMode{AttachNative, AttachGeneric} {
+		t.Run(m.String(), func(t *testing.T) { testLiveRXTX(t, m) })
+	}
+}
+
+func testLiveRXTX(t *testing.T, mode AttachMode) {
 	requireRoot(t)
 	inNewNetns(t)
 	v := newVeth(t, "wfrx0", "wfrx1", 1)
@@ -140,9 +146,13 @@ func TestLiveRXTX(t *testing.T) {
 	if s.Ifindex() != v.ifindex || s.Interface() != v.name || s.Queue() != 0 {
 		t.Errorf("socket reports %s/%d queue %d", s.Interface(), s.Ifindex(), s.Queue())
 	}
-	p := newTestProgram(t, v.name)
-	if p.Attached() != AttachNative {
-		t.Errorf("attached %v on veth, want native", p.Attached())
+	p, err := LoadProgram(ProgramOptions{Interface: v.name, Attach: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if p.Attached() != mode {
+		t.Errorf("attached %v on veth, asked for %v", p.Attached(), mode)
 	}
 	if err := p.Register(0, s); err != nil {
 		t.Fatal(err)
