@@ -139,6 +139,13 @@ func testLiveRXTX(t *testing.T, mode AttachMode) {
 	inNewNetns(t)
 	v := newVeth(t, "wfrx0", "wfrx1", 1)
 	u := newTestUMEM(t, 256)
+	if mode == AttachGeneric { // and extra headroom
+		var err error
+		if u, err = NewUMEM(UMEMOptions{Frames: 256, FrameSize: testFrameSize, Headroom: 128}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { u.Close() })
+	}
 	s := newTestSocket(t, u, smallOptions(v.name, 0))
 	if s.Bound() != BindCopy {
 		t.Errorf("bound %v on veth, want copy (veth has no zero-copy)", s.Bound())
@@ -172,8 +179,8 @@ func testLiveRXTX(t *testing.T, mode AttachMode) {
 	frames := map[uint64]bool{}
 	for i, d := range got {
 		base := d.Addr &^ u.FrameMask()
-		if d.Addr-base != unix.XDP_PACKET_HEADROOM {
-			t.Errorf("frame %d at offset %d in its frame, want XDP_PACKET_HEADROOM", i, d.Addr-base)
+		if d.Addr-base != uint64(u.RXHeadroom()) || u.RXHeadroom() != unix.XDP_PACKET_HEADROOM+u.Options().Headroom {
+			t.Errorf("frame %d at offset %d in its frame, want XDP_PACKET_HEADROOM + %d", i, d.Addr-base, u.Options().Headroom)
 		}
 		if base >= 128*testFrameSize || frames[base] {
 			t.Errorf("frame %d in frame %#x: not one we filled, or used twice", i, base)

@@ -92,6 +92,12 @@ func (u *UMEM) Mem() []byte { return u.mem }
 // Options returns the options the UMEM was made with.
 func (u *UMEM) Options() UMEMOptions { return u.opts }
 
+// RXHeadroom is where the kernel puts a received packet in its frame:
+// XDP_PACKET_HEADROOM (256) + Options().Headroom bytes from the frame's
+// start. An arena on the UMEM (rings.NewArenaOn) uses it as its headroom so
+// that frames it builds and frames the kernel fills agree.
+func (u *UMEM) RXHeadroom() int { return unix.XDP_PACKET_HEADROOM + u.opts.Headroom }
+
 // FrameMask is FrameSize-1: addr &^ FrameMask() is the base of the frame
 // holding addr.
 func (u *UMEM) FrameMask() uint64 { return uint64(u.opts.FrameSize - 1) }
