@@ -9,8 +9,8 @@
 //   - UMEM: memory this package maps itself (anonymous, page aligned,
 //     pre-faulted), Frames frames of FrameSize (2048 or 4096) bytes. The
 //     first socket on it registers it with the kernel (XDP_UMEM_REG);
-//     rings.NewArenaOn(u.Mem(), ...) puts the engine's frame allocator on
-//     it. Close refuses while sockets are open.
+//     rings.NewArenaOn(u.Mem(), ...) with Headroom u.RXHeadroom() puts the
+//     engine's frame allocator on it. Close refuses while sockets are open.
 //   - Socket: one AF_XDP socket bound to one queue of one interface, with
 //     its four rings mapped (from the offsets getsockopt(XDP_MMAP_OFFSETS)
 //     returns). A later socket on the same UMEM shares it
@@ -18,7 +18,9 @@
 //     fill and completion rings too; on another queue or interface it has
 //     its own (kernel >= 5.10). The engine forwards between two interfaces
 //     without copying this way: a frame received on A's socket is put, at
-//     the same address, on B's TX ring.
+//     the same address, on B's TX ring, and comes back on B's completion
+//     ring. Frames are the UMEM's, not a socket's: any socket on it may
+//     fill, transmit or complete any frame.
 //   - Program: xsk_redirect.c, loaded with cilium/ebpf and attached with
 //     link.AttachXDP (a bpf_link, so a killed process leaves nothing
 //     attached). It redirects each frame to the XSKMAP entry of its

@@ -3,7 +3,6 @@ package xdp
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -225,8 +224,4 @@ func openFDs(t *testing.T) int {
 		t.Fatalf("read /proc/self/fd: %v", err)
 	}
 	return len(ents)
-}
-
-func uniq(t *testing.T, prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%100000)
 }

@@ -195,3 +195,61 @@ func TestProbe(t *testing.T) {
 		t.Logf("memlock rlimit (a warning on this kernel): %v", err)
 	}
 }
+
+// TestProgramRedirectsByQueue: with a socket registered on queue 1 only,
+// BPF_PROG_TEST_RUN of frames on queue 1 returns XDP_REDIRECT and of
+// frames on queue 0 XDP_PASS, counted per queue; after Unregister, or
+// after the socket closes, queue 1 passes too.
+func TestProgramRedirectsByQueue(t *testing.T) {
+	requireRoot(t)
+	inNewNetns(t)
+	v := newVeth(t, "wfq0", "wfq1", 2)
+	u := newTestUMEM(t, 64)
+	s := newTestSocket(t, u, smallOptions(v.name, 1))
+	p := newTestProgram(t, v.name)
+	if p.Queues() != 2 {
+		t.Fatalf("program steers %d queues on a 2-queue veth", p.Queues())
+	}
+	if err := p.Register(0, s); err == nil {
+		t.Error("registered a queue-1 socket for queue 0")
+	}
+	if err := p.Register(1, s); err != nil {
+		t.Fatal(err)
+	}
+	frame := testFrame(v.mac, v.peerMAC, 1)
+	run := func(q uint32) uint32 {
+		ctx := testRunCtx{DataEnd: uint32(len(frame)), IngressIfindex: uint32(v.ifindex), RXQueueIndex: q}
+		ret, err := p.objs.XskRedirect.Run(&ebpf.RunOptions{Data: frame, Context: ctx})
+		if err != nil {
+			t.Fatalf("test run queue %d: %v", q, err)
+		}
+		return ret
+	}
+	if got := run(1); got != xdpRedirect {
+		t.Errorf("queue 1 with a socket: action %d, want XDP_REDIRECT", got)
+	}
+	if got := run(0); got != xdpPass {
+		t.Errorf("queue 0 without a socket: action %d, want XDP_PASS", got)
+	}
+	if err := p.Unregister(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(1); got != xdpPass {
+		t.Errorf("queue 1 after Unregister: action %d, want XDP_PASS", got)
+	}
+	// Closing a registered socket takes it out of the map (the kernel does).
+	if err := p.Register(1, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(1); got != xdpPass {
+		t.Errorf("queue 1 after its socket closed: action %d, want XDP_PASS", got)
+	}
+	c0, _ := p.Counters(0)
+	c1, _ := p.Counters(1)
+	if c0 != (QueueCounters{Packets: 1, NoSocket: 1}) || c1 != (QueueCounters{Packets: 3, Redirected: 1, NoSocket: 2}) {
+		t.Errorf("counters queue 0 %+v, queue 1 %+v", c0, c1)
+	}
+}

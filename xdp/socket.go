@@ -141,7 +141,8 @@ func NewSocket(u *UMEM, o SocketOptions) (*Socket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: interface %q not found (check the name and network namespace): %w", ctx, o.Interface, unix.ENODEV)
 	}
-	if n, err := RXQueues(o.Interface); err == nil && o.Queue >= n {
+	// (TX-only sockets are checked by the kernel against the TX queues.)
+	if n, err := RXQueues(o.Interface); err == nil && o.RXSize > 0 && o.Queue >= n {
 		return nil, fmt.Errorf("%s: queue out of range: %s has %d queue(s): %w", ctx, o.Interface, n, unix.EINVAL)
 	}
 
@@ -149,6 +150,12 @@ func NewSocket(u *UMEM, o SocketOptions) (*Socket, error) {
 	// kernel until its deferred release runs (a work item, usually a few
 	// milliseconds): a daemon restarting, or a port reopened, would be
 	// refused. So EBUSY is retried briefly before it is reported.
+	//
+	// setupMu makes the first socket's registration and a second one's
+	// decision to share it one step, so concurrent NewSocket calls on a
+	// UMEM do not both register it.
+	u.setupMu.Lock()
+	defer u.setupMu.Unlock()
 	deadline := time.Now().Add(busyRetry)
 	for {
 		s := &Socket{fd: -1, umem: u, iface: o.Interface, ifindex: ifc.Index, queue: o.Queue}
@@ -298,9 +305,9 @@ func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 func (s *Socket) bindError(o SocketOptions, sharer *Socket, err error) error {
 	switch {
 	case errors.Is(err, unix.EBUSY):
-		return busy{fmt.Errorf("bind: queue %d of %s is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", s.queue, s.iface, err)}
+		return busy{fmt.Errorf("bind: the queue is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", err)}
 	case errors.Is(err, unix.EOPNOTSUPP) && (o.Bind == BindZeroCopy || sharer != nil && sharer.bound == BindZeroCopy):
-		return wrapNotSupported("bind zero-copy: the driver of %s does not support AF_XDP zero-copy (veth never does); use bind mode copy or auto: %w", s.iface, err)
+		return wrapNotSupported("bind zero-copy: the driver of %s has no AF_XDP zero-copy (veth never has); use bind mode copy or auto: %w", s.iface, err)
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return wrapNotSupported("bind: %s does not support AF_XDP: %w", s.iface, err)
 	case errors.Is(err, unix.ENETDOWN):

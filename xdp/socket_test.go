@@ -129,10 +129,23 @@ func seqOf(frame []byte) uint32 { return binary.BigEndian.Uint32(frame[14:18]) }
 // addresses come back on the completion ring. The program's counters and
 // the socket's statistics agree.
 func TestLiveRXTX(t *testing.T) {
+	for _, m := range []AttachMode{AttachNative, AttachGeneric} {
+		t.Run(m.String(), func(t *testing.T) { testLiveRXTX(t, m) })
+	}
+}
+
+func testLiveRXTX(t *testing.T, mode AttachMode) {
 	requireRoot(t)
 	inNewNetns(t)
 	v := newVeth(t, "wfrx0", "wfrx1", 1)
 	u := newTestUMEM(t, 256)
+	if mode == AttachGeneric { // and extra headroom
+		var err error
+		if u, err = NewUMEM(UMEMOptions{Frames: 256, FrameSize: testFrameSize, Headroom: 128}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { u.Close() })
+	}
 	s := newTestSocket(t, u, smallOptions(v.name, 0))
 	if s.Bound() != BindCopy {
 		t.Errorf("bound %v on veth, want copy (veth has no zero-copy)", s.Bound())
@@ -140,9 +153,13 @@ func TestLiveRXTX(t *testing.T) {
 	if s.Ifindex() != v.ifindex || s.Interface() != v.name || s.Queue() != 0 {
 		t.Errorf("socket reports %s/%d queue %d", s.Interface(), s.Ifindex(), s.Queue())
 	}
-	p := newTestProgram(t, v.name)
-	if p.Attached() != AttachNative {
-		t.Errorf("attached %v on veth, want native", p.Attached())
+	p, err := LoadProgram(ProgramOptions{Interface: v.name, Attach: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if p.Attached() != mode {
+		t.Errorf("attached %v on veth, asked for %v", p.Attached(), mode)
 	}
 	if err := p.Register(0, s); err != nil {
 		t.Fatal(err)
@@ -162,8 +179,8 @@ func TestLiveRXTX(t *testing.T) {
 	frames := map[uint64]bool{}
 	for i, d := range got {
 		base := d.Addr &^ u.FrameMask()
-		if d.Addr-base != unix.XDP_PACKET_HEADROOM {
-			t.Errorf("frame %d at offset %d in its frame, want XDP_PACKET_HEADROOM", i, d.Addr-base)
+		if d.Addr-base != uint64(u.RXHeadroom()) || u.RXHeadroom() != unix.XDP_PACKET_HEADROOM+u.Options().Headroom {
+			t.Errorf("frame %d at offset %d in its frame, want XDP_PACKET_HEADROOM + %d", i, d.Addr-base, u.Options().Headroom)
 		}
 		if base >= 128*testFrameSize || frames[base] {
 			t.Errorf("frame %d in frame %#x: not one we filled, or used twice", i, base)
