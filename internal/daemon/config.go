@@ -56,6 +56,11 @@ type Config struct {
 	StatsInterval Duration `yaml:"stats_interval"`
 	// Log configures log/slog.
 	Log LogConfig `yaml:"log"`
+	// TrackFrames is the accounting (debug) mode: every frame's owner is
+	// recorded at each hand-off (engine, fill ring and kernel, TX ring and
+	// kernel), and a frame found in two places stops the queue with an
+	// error naming the frame and both places. It costs a few ns per packet.
+	TrackFrames bool `yaml:"track_frames"`
 
 	// File is where the config was read from ("" for flags only).
 	File string `yaml:"-"`

@@ -53,11 +53,11 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d = &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}}
+	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}}
+	d = made
 	defer func() {
 		if err != nil {
-			d.Close()
-			d = nil
+			made.Close() // the returns below have already set d to nil
 		}
 	}()
 	d.graph, err = pipelines.LoadFile(cfg.PipelinePath())
@@ -188,6 +188,7 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	eo := dataplane.DefaultOptions()
 	eo.Workers = cfg.WorkersPerQueue
 	eo.Timing = false
+	eo.TrackFrames = cfg.TrackFrames
 	qq.eng, err = dataplane.NewEngine(d.graph, q.Arena(), q.RX(), outs, eo)
 	if err != nil {
 		return nil, fmt.Errorf("engine for %s queue %d: %w", iface, qi, err)
@@ -297,7 +298,11 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
 	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) { d.log.Warn("netlink link subscription", "err", err) },
+		ErrorCallback: func(err error) {
+			if wctx.Err() == nil { // closing done ends the subscription with an error
+				d.log.Warn("netlink link subscription", "err", err)
+			}
+		},
 	}); err != nil {
 		d.log.Warn("netlink link subscription failed; relying on socket errors", "err", err)
 	}
@@ -320,7 +325,14 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 			select {
 			case <-wctx.Done():
 				return
-			case u := <-updates:
+			case u, ok := <-updates:
+				if !ok { // the subscription ended (done closed, or a netlink error)
+					updates = nil
+					continue
+				}
+				if u.Link == nil || u.Attrs() == nil {
+					continue
+				}
 				name := u.Attrs().Name
 				if !slices.Contains(d.ifaces, name) {
 					continue

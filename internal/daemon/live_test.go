@@ -266,14 +266,16 @@ stats_interval: 0s
 
 // sinkCapture runs tcpdump on the sink's interface until stopped.
 type sinkCapture struct {
-	cmd  *exec.Cmd
-	file string
+	cmd    *exec.Cmd
+	file   string
+	mu     sync.Mutex
+	stderr strings.Builder
 }
 
 func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "sink.pcap")
-	cmd := inNS(topo.Sink.Namespace, "tcpdump", "-i", topo.Sink.Name, "-Q", "in", "-n", "-U", "-s", "0", "-w", file)
+	cmd := inNS(topo.Sink.Namespace, "tcpdump", "-Z", "root", "--immediate-mode", "-i", topo.Sink.Name, "-Q", "in", "-n", "-U", "-s", "0", "-w", file)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -288,10 +290,14 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 		}
 	})
 	ready := make(chan struct{})
+	s := &sinkCapture{cmd: cmd, file: file}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		once := false
 		for sc.Scan() {
+			s.mu.Lock()
+			s.stderr.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
 			if !once && strings.Contains(sc.Text(), "listening on") {
 				once = true
 				close(ready)
@@ -303,7 +309,14 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	case <-time.After(10 * time.Second):
 		t.Fatal("tcpdump at the sink did not start listening within 10s")
 	}
-	return &sinkCapture{cmd: cmd, file: file}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.mu.Lock()
+			t.Logf("tcpdump at the sink:\n%s", s.stderr.String())
+			s.mu.Unlock()
+		}
+	})
+	return s
 }
 
 // stop ends the capture and returns the frames captured, in order.
@@ -388,6 +401,22 @@ func num(m map[string]any, path ...string) uint64 {
 	return uint64(f)
 }
 
+// linkCounters describes iface's packet counters, for failure messages.
+func linkCounters(t *testing.T, ns, iface string) string {
+	var desc string
+	lab.Do(ns, func() error {
+		l, err := netlink.LinkByName(iface)
+		if err != nil {
+			desc = err.Error()
+			return nil
+		}
+		s := l.Attrs().Statistics
+		desc = fmt.Sprintf("rx %d (dropped %d), tx %d (dropped %d)", s.RxPackets, s.RxDropped, s.TxPackets, s.TxDropped)
+		return nil
+	})
+	return desc
+}
+
 // xdpAttached reports whether iface in ns has an XDP program.
 func xdpAttached(t *testing.T, ns, iface string) bool {
 	t.Helper()
@@ -423,7 +452,7 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, ""))
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, "track_frames: true\n"), "--stats-interval", "50ms")
 	up := d.waitFor(t, "queue up", 10*time.Second)
 	if up["attach"] != "native" || up["bind"] != "copy" {
 		t.Errorf("veth granted attach=%v bind=%v, want native and copy (veth has no zero-copy)", up["attach"], up["bind"])
@@ -434,8 +463,10 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 	if sent != int(want.Received) {
 		t.Fatalf("tcpreplay sent %d packets, the capture has %d", sent, want.Received)
 	}
-	// Let the last frames cross the sink's veth, then stop the daemon.
-	waitQuiet(t, d, uint64(sent))
+	waitReceived(t, d, uint64(sent))
+	// The last frames cross the sink's veth in microseconds; give tcpdump
+	// a moment to write them before it is stopped.
+	time.Sleep(100 * time.Millisecond)
 	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
 		t.Fatalf("warpflowd exited %d after SIGTERM, want 0", code)
 	}
@@ -445,8 +476,8 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 	if st == nil {
 		t.Fatalf("no final stats line:\n%s", d.log())
 	}
-	if r := num(st, "received"); r != want.Received {
-		t.Errorf("daemon received %d, sent %d", r, want.Received)
+	if r, x := num(st, "received"), num(st, "xdp_redirected"); r != want.Received || x != want.Received {
+		t.Errorf("daemon received %d, its XDP program redirected %d; sent %d", r, x, want.Received)
 	}
 	if tx, dr, ps := num(st, "transmitted"), num(st, "dropped"), num(st, "passed"); tx != want.Transmitted || dr != want.Dropped || ps != 0 {
 		t.Errorf("daemon transmitted %d, dropped %d, passed %d; replay: %d, %d, %d", tx, dr, ps, want.Transmitted, want.Dropped, want.Passed)
@@ -465,7 +496,8 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 	}
 
 	if len(got) != len(wantFrames) {
-		t.Fatalf("sink captured %d frames, replay wrote %d", len(got), len(wantFrames))
+		t.Fatalf("sink captured %d frames, replay wrote %d (link counters: dp1 %s, sink0 %s)", len(got), len(wantFrames),
+			linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
 	}
 	for i := range got {
 		if !bytes.Equal(got[i], wantFrames[i]) {
@@ -477,11 +509,19 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 	}
 }
 
-// waitQuiet waits until the daemon has received want packets (from its
-// periodic stats lines when on, else a fixed settle time).
-func waitQuiet(t *testing.T, d *daemonProc, want uint64) {
+// waitReceived waits (up to 5s) until one of the daemon's periodic stats
+// lines says it has received and dealt with want packets.
+func waitReceived(t *testing.T, d *daemonProc, want uint64) {
 	t.Helper()
-	time.Sleep(500 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		lines := d.all("stats")
+		if n := len(lines); n > 0 && num(lines[n-1], "received") >= want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("warpflowd's stats did not reach %d received packets within 5s:\n%s", want, d.log())
 }
 
 // TestLiveKillLeavesNothingAttached: the XDP program is attached through a
@@ -529,7 +569,7 @@ func TestLiveSecondDaemonRefused(t *testing.T) {
 		t.Fatalf("second warpflowd: err %v, want exit 1; output:\n%s", err, out)
 	}
 	msg := string(out)
-	if !strings.Contains(msg, "dp0") || !strings.Contains(msg, "another process") {
+	if !strings.Contains(msg, "dp0") || !strings.Contains(msg, "already attached") {
 		t.Errorf("second warpflowd's error does not name the interface and the cause:\n%s", msg)
 	}
 	if n := strings.Count(strings.TrimSpace(msg), "\n"); n > 0 {

@@ -26,6 +26,11 @@ type Counts struct {
 	// Balanced is received == transmitted + dropped + passed.
 	Balanced bool   `json:"balanced"`
 	Frames   Frames `json:"frames"`
+	// Redirected is what the XDP programs handed to the queues' sockets;
+	// NoSocket what they passed to the kernel's stack for want of a
+	// socket on the frame's queue.
+	Redirected uint64 `json:"xdp_redirected"`
+	NoSocket   uint64 `json:"xdp_no_socket"`
 	// Kernel counts frames the kernel dropped before the engine saw them
 	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
 	// descriptors), by reason.
@@ -67,6 +72,8 @@ func (d *Daemon) Stats() Stats {
 		for k, v := range qs.Drops {
 			t.Drops[k] += v
 		}
+		t.Redirected += qs.Redirected
+		t.NoSocket += qs.NoSocket
 		for k, v := range qs.Kernel {
 			t.Kernel[k] += v
 		}
@@ -100,6 +107,7 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 		qs.Attach = prog.Attached().String()
 		if c, err := prog.Counters(qq.q.Queue()); err == nil {
 			qs.Program = c
+			qs.Redirected, qs.NoSocket = c.Redirected, c.NoSocket
 		}
 	}
 	for _, p := range qq.q.Ports() {
@@ -145,6 +153,7 @@ func (d *Daemon) logStats(msg string) {
 	d.log.Info(msg,
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"balanced", t.Balanced, "drops", t.Drops, "kernel_drops", t.Kernel,
+		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket,
 		"frames", t.Frames, "link_losses", s.LinkLosses)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
