@@ -32,7 +32,7 @@ type Port struct {
 	outstanding int
 
 	stats  portCounters
-	err    error // first socket error seen (ENETDOWN after the link went)
+	err    error       // first socket error seen (ENETDOWN after the link went)
 	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
 
 	// Accounting (debug) mode: nil tracker when off. home is where the
