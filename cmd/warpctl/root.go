@@ -36,5 +36,6 @@ func newRootCommand() *cobra.Command {
 		return failf(codeUsage, "%v", err)
 	})
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand())
+	root.AddCommand(newLabCommand(), newGenCommand())
 	return root
 }
