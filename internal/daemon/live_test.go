@@ -463,6 +463,12 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 	}
 	d.waitFor(t, "running", 5*time.Second)
 
+	// Before any packet every frame is on the free stack or the fill ring,
+	// and the account says so.
+	idle := d.waitFor(t, "stats", 5*time.Second)
+	if num(idle, "frames", "total") != 4096 || num(idle, "frames", "free")+num(idle, "frames", "fill") != 4096 {
+		t.Errorf("frame accounting before traffic: %v", idle["frames"])
+	}
 	sent := tcpreplay(t, topo, capture, 20000)
 	if sent != int(want.Received) {
 		t.Fatalf("tcpreplay sent %d packets, the capture has %d", sent, want.Received)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"log/slog"
+
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
 	"github.com/warpflow/warpflow/xdp"
@@ -41,6 +43,26 @@ type Counts struct {
 type Frames struct {
 	dataplane.FrameAccount
 	Total int `json:"total"`
+}
+
+// LogValue logs a frame account as a group of its places (text logs would
+// print the nested struct otherwise); zero places are left out.
+func (f Frames) LogValue() slog.Value {
+	a := f.FrameAccount
+	attrs := []slog.Attr{slog.Int("total", f.Total)}
+	for _, p := range []struct {
+		name string
+		n    int
+	}{
+		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
+		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
+		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
+	} {
+		if p.n != 0 {
+			attrs = append(attrs, slog.Int(p.name, p.n))
+		}
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // QueueStats is one queue's view.
