@@ -38,6 +38,7 @@ type Program struct {
 	attached AttachMode
 	objs     xskRedirectObjects
 	link     link.Link
+	off      offloadState // guarded by its own mutex
 
 	mu     sync.Mutex
 	closed bool
@@ -59,16 +60,27 @@ func MemlockWarning() error {
 
 // rawCounters is struct queue_counters of xsk_redirect.c.
 type rawCounters struct {
-	Packets, Redirected, NoSocket, RedirectFailed uint64
+	Packets, Redirected, NoSocket, RedirectFailed      uint64
+	Dropped, Passed, OffUnparsed, OffNoMatch, OffRaced uint64
 }
 
 // QueueCounters are one queue's counters in the XDP program, summed over
-// CPUs. Packets = Redirected + NoSocket + RedirectFailed.
+// CPUs. Packets = Redirected + NoSocket + RedirectFailed + Dropped +
+// Passed: a frame is steered (or passed for want of a socket) unless a
+// kernel rule (LoadRules) decided it.
 type QueueCounters struct {
 	Packets        uint64 // frames the program saw on this queue
 	Redirected     uint64 // handed to the queue's socket (bpf_redirect_map said XDP_REDIRECT; the socket may still drop: see Socket.Stats)
 	NoSocket       uint64 // no socket registered for the queue: passed to the kernel's stack
 	RedirectFailed uint64 // the socket left between lookup and redirect: passed
+	Dropped        uint64 `json:",omitempty"` // a kernel rule dropped it (XDP_DROP)
+	Passed         uint64 `json:",omitempty"` // a kernel rule passed it to the kernel's stack (XDP_PASS)
+	// Of the frames steered on while a rule set was loaded: why the
+	// kernel did not decide them. Sub-counts of Redirected + NoSocket +
+	// RedirectFailed.
+	OffUnparsed uint64 `json:",omitempty"` // not parsed in the kernel (malformed, or headers it leaves to the workers)
+	OffNoMatch  uint64 `json:",omitempty"` // parsed, no kernel rule matched
+	OffRaced    uint64 `json:",omitempty"` // its rule slot was being rewritten
 }
 
 // LoadProgram loads the XDP program and attaches it to o.Interface. An
@@ -238,6 +250,11 @@ func (p *Program) Counters(queue int) (QueueCounters, error) {
 		c.Redirected += v.Redirected
 		c.NoSocket += v.NoSocket
 		c.RedirectFailed += v.RedirectFailed
+		c.Dropped += v.Dropped
+		c.Passed += v.Passed
+		c.OffUnparsed += v.OffUnparsed
+		c.OffNoMatch += v.OffNoMatch
+		c.OffRaced += v.OffRaced
 	}
 	return c, nil
 }

@@ -17,6 +17,19 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	xskRedirectMapCounters     = "counters"
+	xskRedirectMapOffAction    = "off_action"
+	xskRedirectMapOffCtl       = "off_ctl"
+	xskRedirectMapOffDport     = "off_dport"
+	xskRedirectMapOffDst4      = "off_dst4"
+	xskRedirectMapOffDst6      = "off_dst6"
+	xskRedirectMapOffFrag      = "off_frag"
+	xskRedirectMapOffHits      = "off_hits"
+	xskRedirectMapOffL3        = "off_l3"
+	xskRedirectMapOffSport     = "off_sport"
+	xskRedirectMapOffSrc4      = "off_src4"
+	xskRedirectMapOffSrc6      = "off_src6"
+	xskRedirectMapOffTcp       = "off_tcp"
+	xskRedirectMapOffVlan      = "off_vlan"
 	xskRedirectMapXsks         = "xsks"
 	xskRedirectProgXskRedirect = "xsk_redirect"
 	xskRedirectVarNqueues      = "nqueues"
@@ -71,8 +84,21 @@ type xskRedirectProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskRedirectMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	Counters  *ebpf.MapSpec `ebpf:"counters"`
+	OffAction *ebpf.MapSpec `ebpf:"off_action"`
+	OffCtl    *ebpf.MapSpec `ebpf:"off_ctl"`
+	OffDport  *ebpf.MapSpec `ebpf:"off_dport"`
+	OffDst4   *ebpf.MapSpec `ebpf:"off_dst4"`
+	OffDst6   *ebpf.MapSpec `ebpf:"off_dst6"`
+	OffFrag   *ebpf.MapSpec `ebpf:"off_frag"`
+	OffHits   *ebpf.MapSpec `ebpf:"off_hits"`
+	OffL3     *ebpf.MapSpec `ebpf:"off_l3"`
+	OffSport  *ebpf.MapSpec `ebpf:"off_sport"`
+	OffSrc4   *ebpf.MapSpec `ebpf:"off_src4"`
+	OffSrc6   *ebpf.MapSpec `ebpf:"off_src6"`
+	OffTcp    *ebpf.MapSpec `ebpf:"off_tcp"`
+	OffVlan   *ebpf.MapSpec `ebpf:"off_vlan"`
+	Xsks      *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // xskRedirectVariableSpecs contains global variables before they are loaded into the kernel.
@@ -102,13 +128,39 @@ func (o *xskRedirectObjects) Close() error {
 //
 // It can be passed to loadXskRedirectObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskRedirectMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	Counters  *ebpf.Map `ebpf:"counters"`
+	OffAction *ebpf.Map `ebpf:"off_action"`
+	OffCtl    *ebpf.Map `ebpf:"off_ctl"`
+	OffDport  *ebpf.Map `ebpf:"off_dport"`
+	OffDst4   *ebpf.Map `ebpf:"off_dst4"`
+	OffDst6   *ebpf.Map `ebpf:"off_dst6"`
+	OffFrag   *ebpf.Map `ebpf:"off_frag"`
+	OffHits   *ebpf.Map `ebpf:"off_hits"`
+	OffL3     *ebpf.Map `ebpf:"off_l3"`
+	OffSport  *ebpf.Map `ebpf:"off_sport"`
+	OffSrc4   *ebpf.Map `ebpf:"off_src4"`
+	OffSrc6   *ebpf.Map `ebpf:"off_src6"`
+	OffTcp    *ebpf.Map `ebpf:"off_tcp"`
+	OffVlan   *ebpf.Map `ebpf:"off_vlan"`
+	Xsks      *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *xskRedirectMaps) Close() error {
 	return _XskRedirectClose(
 		m.Counters,
+		m.OffAction,
+		m.OffCtl,
+		m.OffDport,
+		m.OffDst4,
+		m.OffDst6,
+		m.OffFrag,
+		m.OffHits,
+		m.OffL3,
+		m.OffSport,
+		m.OffSrc4,
+		m.OffSrc6,
+		m.OffTcp,
+		m.OffVlan,
 		m.Xsks,
 	)
 }

@@ -1,0 +1,193 @@
+package pipelines
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// TestKernelRulesAgreeWithOracle builds the kernel's tables from random
+// rule sets and checks the kernel lookup (its Go twin, KernelLookup)
+// against the linear oracle on every class-OK IP packet it could decide:
+// the kernel's rule is the oracle's first match, and no rule when none.
+func TestKernelRulesAgreeWithOracle(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 11))
+	sets, checked, hits := 400, 0, 0
+	for s := 0; s < sets; s++ {
+		n := 1 + rnd.IntN(KernelMaxRules)
+		rules := make([]filterRule, n)
+		planned := make([]OffloadRule, n)
+		for i := range rules {
+			rules[i] = genRule(rnd)
+			planned[i] = OffloadRule{Index: i, Kernel: true, Verdict: rings.VerdictDrop}
+		}
+		k := buildKernelRules(rules, planned)
+		for range 300 {
+			m := genMeta(rnd)
+			fam := filterFamily(m.Flags)
+			if fam != famV4 && fam != famV6 {
+				continue
+			}
+			m.Class = rings.ClassOK // the kernel decides class-OK frames only
+			want := oracleMatch(rules, &m)
+			if want == len(rules) {
+				want = -1
+			} else {
+				hits++
+			}
+			if got := k.KernelLookup(&m); got != want {
+				t.Fatalf("set %d (%d rules): kernel rule %d, oracle %d\nrule: %+v\nmeta: %+v", s, n, got, want, rules[max(want, 0)], m)
+			}
+			checked++
+		}
+	}
+	if checked < sets*100 || hits < checked/10 || hits > checked*9/10 {
+		t.Fatalf("weak test: %d packets checked, %d matched a rule", checked, hits)
+	}
+}
+
+const offloadYAML = `name: split-test
+stages:
+  - {name: parse, type: parse}
+  - name: acl
+    type: filter
+    default: accept
+    rules:
+      - {class: malformed, action: "drop:malformed"}
+      - {proto: udp, src: 10.9.0.0/16, dst_port: 9, action: "drop:flood"}
+      - {proto: tcp, tcp_flags: "syn,!ack", vlan: [none, 10-20], action: "drop:syn"}
+      - {proto: udp, dst_port: 53, action: tokernel}
+      - {src: [2001:db8::/32, 192.0.2.0/24], fragment: true, action: "drop:frag"}
+      - {proto: tcp, dst_port: 80, action: web}
+      - {proto: udp, dst_port: 5353, action: "drop:mdns"}
+  - {name: web, type: tx, port: web0}
+  - {name: tokernel, type: pass}
+`
+
+func planYAML(t *testing.T, src string, mode OffloadMode) *OffloadPlan {
+	t.Helper()
+	s, err := Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PlanOffload(s, g, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPlanOffloadPrefix: the prefix runs up to the first rule whose action
+// the kernel cannot take (a tx), pass and drop rules move, and the plan
+// and its explanation name the stopping rule and the reason.
+func TestPlanOffloadPrefix(t *testing.T) {
+	p := planYAML(t, offloadYAML, OffloadAuto)
+	if p.Filter != "acl" || len(p.Rules) != 7 || p.Moved != 5 {
+		t.Fatalf("plan: filter %q, %d rules, %d moved; want acl, 7, 5", p.Filter, len(p.Rules), p.Moved)
+	}
+	if !strings.Contains(p.StopReason, `transmits on port "web0"`) {
+		t.Errorf("stop reason %q", p.StopReason)
+	}
+	wantV := []rings.Verdict{rings.VerdictDrop, rings.VerdictDrop, rings.VerdictDrop, rings.VerdictPass, rings.VerdictDrop}
+	for i, r := range p.Rules {
+		if r.Kernel != (i < 5) || i < 5 && r.Verdict != wantV[i] {
+			t.Errorf("rule %d: kernel %v verdict %v", i, r.Kernel, r.Verdict)
+		}
+	}
+	if p.Rules[1].Label != "flood" || p.Rules[1].Pos.Line != 9 {
+		t.Errorf("rule 1: label %q line %d", p.Rules[1].Label, p.Rules[1].Pos.Line)
+	}
+	if len(p.Kernel.Actions) != 5 || p.Kernel.Actions[3] != KernelPass || p.Kernel.Actions[1] != KernelDrop {
+		t.Errorf("kernel actions %v", p.Kernel.Actions)
+	}
+	// Rule 0 (class malformed) never fires in the kernel: no bit anywhere.
+	for i, v := range p.Kernel.L3 {
+		if v&1 != 0 {
+			t.Fatalf("rule 0 has a bit in l3[%d]", i)
+		}
+	}
+	ex := p.Explain()
+	for _, w := range []string{"rules 0-4 of 7 run in the kernel", "workers rule[5] (line 13): web", "stops the prefix: its action transmits", "kernel  rule[1] (line 9): drop:flood"} {
+		if !strings.Contains(ex, w) {
+			t.Errorf("explain lacks %q:\n%s", w, ex)
+		}
+	}
+
+	none := planYAML(t, offloadYAML, OffloadNone)
+	if none.Moved != 0 || len(none.Kernel.Actions) != 0 || !strings.Contains(none.Explain(), "offload: none") {
+		t.Errorf("offload none: %d moved\n%s", none.Moved, none.Explain())
+	}
+}
+
+func TestPlanOffloadStops(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		moved      int
+		why        string
+	}{
+		{"accept stops", `name: x
+stages:
+  - {name: parse, type: parse}
+  - name: f
+    type: filter
+    rules:
+      - {proto: udp, action: "drop:u"}
+      - {proto: tcp, action: accept}
+      - {proto: icmp, action: "drop:i"}
+  - {name: out, type: tx, port: o}
+`, 1, `its action transmits on port "o"`},
+		{"stage stops", `name: x
+stages:
+  - {name: parse, type: parse}
+  - name: f
+    type: filter
+    rules:
+      - {proto: tcp, action: c}
+  - {name: c, type: count}
+  - {name: out, type: tx, port: o}
+`, 0, `its action c leads to stage "c", which runs on the workers`},
+		{"no filter", `name: x
+stages:
+  - {name: parse, type: parse}
+  - {name: out, type: tx, port: o}
+`, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planYAML(t, tc.yaml, OffloadAuto)
+			if p.Moved != tc.moved || !strings.Contains(p.StopReason, tc.why) {
+				t.Errorf("moved %d (want %d), stop %q (want %q)\n%s", p.Moved, tc.moved, p.StopReason, tc.why, p.Explain())
+			}
+			if tc.name == "no filter" && !strings.Contains(p.Explain(), "not a filter") {
+				t.Errorf("explain: %s", p.Explain())
+			}
+		})
+	}
+	// The table limit: rule 64 stops.
+	var b strings.Builder
+	b.WriteString("name: x\nstages:\n  - {name: parse, type: parse}\n  - name: f\n    type: filter\n    rules:\n")
+	for i := 0; i < KernelMaxRules+2; i++ {
+		b.WriteString("      - {proto: udp, dst_port: " + string(rune('1'+i%9)) + ", action: \"drop:d\"}\n")
+	}
+	b.WriteString("  - {name: out, type: tx, port: o}\n")
+	p := planYAML(t, b.String(), OffloadAuto)
+	if p.Moved != KernelMaxRules || !strings.Contains(p.StopReason, "holds 64 rules") {
+		t.Errorf("moved %d, stop %q", p.Moved, p.StopReason)
+	}
+}
+
+func TestParseOffloadMode(t *testing.T) {
+	for s, want := range map[string]OffloadMode{"": OffloadAuto, "auto": OffloadAuto, "none": OffloadNone} {
+		if m, err := ParseOffloadMode(s); err != nil || m != want {
+			t.Errorf("%q: %v %v", s, m, err)
+		}
+	}
+	if _, err := ParseOffloadMode("off"); err == nil || !strings.Contains(err.Error(), `"off"`) {
+		t.Errorf("bad mode: %v", err)
+	}
+}
