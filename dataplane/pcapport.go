@@ -55,6 +55,12 @@ type ReplayStats struct {
 	// Malformed counts records skipped because they are shorter than their
 	// own link-layer header (an SLL record under 16 bytes, ...).
 	Malformed uint64
+	// ZeroLength counts records skipped because they hold no bytes at all
+	// (tcpdump and tshark skip them too).
+	ZeroLength uint64
+	// Cut counts packets handed out whose capture record is shorter than
+	// the original packet (a small snaplen); they carry rings.FlagCut.
+	Cut uint64
 	// BadRecycles counts descriptors given to Recycle that this port did not
 	// have in flight (preload mode only; they are ignored).
 	BadRecycles uint64
@@ -118,6 +124,7 @@ type ReplayPort struct {
 
 	// preload
 	pre      []rings.Desc // original descriptors, capture order, replicas included
+	preCut   []bool       // per pre entry: the record was cut by the capture (nil when none was)
 	state    []uint8      // per pre entry: frameHome, frameOut, frameReleased
 	byFrame  []int32      // arena frame number -> pre index + 1 (0: not preloaded)
 	shift    uint         // log2(frame size)
@@ -130,7 +137,7 @@ type ReplayPort struct {
 	eof    bool
 	closed bool
 
-	records, packets, bytes, oversize, malformed, badRecycles atomic.Uint64
+	records, packets, bytes, oversize, malformed, zeroLen, cut, badRecycles atomic.Uint64
 }
 
 // OpenReplay opens the capture at path for replay into arena a.
@@ -262,6 +269,11 @@ func (p *ReplayPort) rewind() error {
 // skipped records are consumed and counted.
 func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 	data := p.rec.data
+	if len(data) == 0 {
+		p.pending = false
+		p.zeroLen.Add(1)
+		return d, false, true
+	}
 	hl, skip, good := normalize(p.rec.kind, data, &p.hdr)
 	if !good {
 		p.pending = false
@@ -337,6 +349,10 @@ func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err err
 			continue
 		}
 		b.Append(d, p.seq, p.opt.PortIndex)
+		if p.rec.cut {
+			b.Meta[len(b.Meta)-1].Flags = rings.FlagCut
+			p.cut.Add(1)
+		}
 		p.seq++
 		p.passPkt++
 		n++
@@ -410,6 +426,8 @@ func (p *ReplayPort) Stats() ReplayStats {
 		Bytes:       p.bytes.Load(),
 		Oversize:    p.oversize.Load(),
 		Malformed:   p.malformed.Load(),
+		ZeroLength:  p.zeroLen.Load(),
+		Cut:         p.cut.Load(),
 		BadRecycles: p.badRecycles.Load(),
 	}
 }

@@ -76,7 +76,7 @@ func FuzzReplay(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			if !errors.Is(err, ErrCorruptCapture) && !errors.Is(err, ErrUnsupportedLinkType) && !errors.Is(err, rings.ErrArenaEmpty) {
+			if !errors.Is(err, ErrCorruptCapture) && !errors.Is(err, ErrUnsupportedLinkType) && !errors.Is(err, ErrUnsupportedFormat) && !errors.Is(err, rings.ErrArenaEmpty) {
 				t.Fatalf("preload=%v: unexpected error kind: %v", preload, err)
 			}
 			if strings.Contains(err.Error(), "\n") {

@@ -131,6 +131,10 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	if st.Malformed > 0 {
 		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "short_link_header", Packets: st.Malformed})
 	}
+	if st.ZeroLength > 0 {
+		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "zero_length", Packets: st.ZeroLength})
+	}
+	rep.Cut = st.Cut
 	if !ro.Preload {
 		var inDrops uint64
 		for _, d := range rep.InputDrops {

@@ -27,6 +27,10 @@ type Report struct {
 	// those it could not turn into packets (each with a named reason).
 	Records    uint64      `json:"records,omitempty"`
 	InputDrops []DropCount `json:"input_drops,omitempty"`
+	// Cut is how many received packets the capture cut short (captured
+	// length below the original length, as with tcpdump -s 96); they are
+	// parsed as far as their bytes go and carry rings.FlagCut.
+	Cut uint64 `json:"cut_by_capture,omitempty"`
 
 	Ports   []PortCount   `json:"ports"`
 	Drops   []DropCount   `json:"drops"`
