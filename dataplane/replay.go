@@ -27,7 +27,11 @@ type ReplayConfig struct {
 	Engine Options
 	// Replay configures the input port (loops, preload).
 	Replay ReplayOptions
-	Arena  rings.ArenaOptions
+	// Arena, when its Frames is set, is the frame arena to use as it is.
+	// Otherwise the arena is sized for the capture (see pcapscan.go), with
+	// frames of FrameSize bytes when that is set.
+	Arena     rings.ArenaOptions
+	FrameSize int
 	// Progress, when set, is called about five times a second.
 	Progress Progress
 }
@@ -39,10 +43,11 @@ const PassFile = "pass.pcap"
 // The report is returned (with what was counted) even when err != nil, as
 // long as the run started.
 func Replay(cfg ReplayConfig) (rep Report, err error) {
-	if cfg.Arena.Frames == 0 {
-		cfg.Arena = rings.DefaultArenaOptions()
+	ao, err := replayArena(cfg)
+	if err != nil {
+		return rep, err
 	}
-	arena, err := rings.NewArena(cfg.Arena)
+	arena, err := rings.NewArena(ao)
 	if err != nil {
 		return rep, fmt.Errorf("frame arena: %w", err)
 	}

@@ -74,6 +74,7 @@ const (
 	TunnelVXLAN
 	TunnelGENEVE
 	TunnelGRE
+	TunnelIPIP // IPv4 or IPv6 directly in IP (protocols 4 and 41)
 )
 
 // Verdict is what the pipeline decided for a packet. Terminal nodes of the
