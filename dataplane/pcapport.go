@@ -121,6 +121,7 @@ type ReplayPort struct {
 	hdr     [ethHeaderLen]byte
 	passes  int    // passes started
 	passPkt uint64 // packets placed in the current pass
+	size    int64  // the capture's size in bytes as stored, 0 when unknown
 
 	// preload
 	pre      []rings.Desc // original descriptors, capture order, replicas included
@@ -189,6 +190,14 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 		src:    r,
 		file:   f,
 		shift:  uint(bits.TrailingZeros(uint(a.FrameSize()))),
+	}
+	switch src := r.(type) {
+	case *os.File:
+		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
+			p.size = fi.Size()
+		}
+	case interface{ Size() int64 }: // bytes.Reader, strings.Reader
+		p.size = src.Size()
 	}
 	rd, err := newRecordReader(name, r)
 	if err != nil {
@@ -297,6 +306,29 @@ func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 	copy(dst[hl:], data[skip:])
 	p.pending = false
 	return rings.Desc{Addr: addr, Len: uint32(n)}, true, true
+}
+
+// fraction returns how much of the replay is done, from 0 to 1, or -1 when
+// that is unknown (looping forever, or a stream of unknown size). Call it
+// from the goroutine that drives the port.
+func (p *ReplayPort) fraction() float64 {
+	loops := max(p.opt.Loops, 1)
+	switch {
+	case p.opt.Loops == -1:
+		return -1
+	case p.eof:
+		return 1
+	case p.opt.Preload:
+		total := int64(loops) * int64(len(p.pre))
+		if total == 0 {
+			return 1
+		}
+		return float64(total-p.left) / float64(total)
+	case p.size <= 0 || p.rd == nil:
+		return -1
+	}
+	pos := min(float64(p.rd.in.n)/float64(p.size), 1)
+	return (float64(p.passes-1) + pos) / float64(loops)
 }
 
 // Name returns the port's name.

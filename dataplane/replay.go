@@ -2,10 +2,12 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/warpflow/warpflow/pipelines"
@@ -33,7 +35,39 @@ type ReplayConfig struct {
 	Arena     rings.ArenaOptions
 	FrameSize int
 	// Progress, when set, is called about five times a second.
-	Progress Progress
+	Progress func(ReplayProgress)
+	// Context, when set, stops the replay when it is done (Ctrl-C): the
+	// input stops at the next batch, what is in flight drains, and Replay
+	// returns the report so far with an error wrapping ErrInterrupted.
+	Context context.Context
+}
+
+// ReplayProgress is how far a replay has got.
+type ReplayProgress struct {
+	Received uint64
+	// Fraction is the part of the input consumed, from 0 to 1 (all passes
+	// counted), or -1 when unknown (looping forever).
+	Fraction float64
+}
+
+// ErrInterrupted is wrapped by the error of a replay stopped through its
+// Context.
+var ErrInterrupted = errors.New("interrupted")
+
+// interruptible is the input port of a replay that can be stopped: once
+// stop is set, Receive returns ErrInterrupted instead of reading on, and the
+// engine drains what is in flight and returns that error. One atomic load
+// per batch.
+type interruptible struct {
+	*ReplayPort
+	stop atomic.Bool
+}
+
+func (p *interruptible) Receive(b *rings.Batch) (int, error) {
+	if p.stop.Load() {
+		return 0, ErrInterrupted
+	}
+	return p.ReplayPort.Receive(b)
 }
 
 // PassFile is the capture that receives passed packets in a replay.
@@ -41,7 +75,10 @@ const PassFile = "pass.pcap"
 
 // Replay runs cfg's capture through cfg's pipeline and returns the report.
 // The report is returned (with what was counted) even when err != nil, as
-// long as the run started.
+// long as the run started: a capture that turns corrupt midway, an output
+// that fails, or an interrupt (cfg.Context) stop the input, and what was
+// read before is still processed, reported, written to well-formed output
+// captures and to counters.json. Started reports whether it did.
 func Replay(cfg ReplayConfig) (rep Report, err error) {
 	ao, err := replayArena(cfg)
 	if err != nil {
@@ -66,14 +103,17 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	}
 	var closers []Port
 	closers = append(closers, in)
+	started := false
 	defer func() {
 		for _, c := range closers {
 			if cerr := c.Close(); cerr != nil && err == nil {
 				err = cerr
 			}
 		}
-		if err == nil && cfg.OutDir != "" {
-			err = WriteCounters(cfg.OutDir, rep)
+		if started && cfg.OutDir != "" {
+			if werr := WriteCounters(cfg.OutDir, rep); werr != nil && err == nil {
+				err = werr
+			}
 		}
 	}()
 
@@ -122,11 +162,34 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		outs.Samples[s.File] = p
 	}
 
-	e, err := NewEngine(cfg.Graph, arena, in, outs, cfg.Engine)
+	var input Port = in
+	if cfg.Context != nil {
+		ip := &interruptible{ReplayPort: in}
+		input = ip
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-cfg.Context.Done():
+				ip.stop.Store(true)
+			case <-done:
+			}
+		}()
+	}
+	e, err := NewEngine(cfg.Graph, arena, input, outs, cfg.Engine)
 	if err != nil {
 		return rep, err
 	}
-	runErr := e.Run(cfg.Progress)
+	var progress Progress
+	if cfg.Progress != nil {
+		// The engine calls this from its I/O loop, the goroutine that
+		// drives the port, so the port's position can be read directly.
+		progress = func(received uint64) {
+			cfg.Progress(ReplayProgress{Received: received, Fraction: in.fraction()})
+		}
+	}
+	started = true
+	runErr := e.Run(progress)
 	rep = e.Report()
 	st := in.Stats()
 	rep.Records = st.Records

@@ -109,8 +109,8 @@ func (e *Engine) Report() Report {
 	}
 	reasons := append(append([]string(nil), e.graph.Reasons()...), reasonTxFull, reasonTxError, reasonNoVerdict, reasonPassFull, reasonPassError)
 	for i, reason := range reasons {
-		if c.dropPackets[i] == 0 && i >= len(e.graph.Reasons()) {
-			continue // engine reasons appear only when they happened
+		if c.dropPackets[i] == 0 && (i >= len(e.graph.Reasons()) || strings.HasPrefix(reason, "internal_")) {
+			continue // engine and internal reasons appear only when they happened
 		}
 		r.Drops = append(r.Drops, DropCount{Reason: reason, Packets: c.dropPackets[i], Bytes: c.dropBytes[i]})
 		r.Dropped += c.dropPackets[i]

@@ -95,7 +95,8 @@ func newProgressBar(w io.Writer, name string, data []byte) *progressBar {
 	return p
 }
 
-func (p *progressBar) update(received uint64) {
+func (p *progressBar) update(pr dataplane.ReplayProgress) {
+	received := pr.Received
 	if !p.on {
 		return
 	}
