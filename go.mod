@@ -3,6 +3,7 @@ module github.com/warpflow/warpflow
 go 1.26
 
 require (
+	github.com/goccy/go-yaml v1.19.2
 	github.com/gopacket/gopacket v1.7.7
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.6
