@@ -216,6 +216,23 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	return rep, runErr
 }
 
+// OutputFiles names the files a replay of graph g writes into its OutDir:
+// one capture per tx port, pass.pcap when the graph can pass, the samples,
+// and counters.json.
+func OutputFiles(g *pipelines.Graph) []string {
+	var files []string
+	for _, name := range g.Ports() {
+		files = append(files, name+".pcap")
+	}
+	if hasPass(g) {
+		files = append(files, PassFile)
+	}
+	for _, s := range g.Samplers() {
+		files = append(files, s.File)
+	}
+	return append(files, CountersFile)
+}
+
 func hasPass(g *pipelines.Graph) bool {
 	for _, s := range g.Stages() {
 		if s.Kind == "pass" {
