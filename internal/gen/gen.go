@@ -64,6 +64,11 @@ type Options struct {
 	SrcIP, DstIP     netip.Addr
 	SrcPort, DstPort uint16
 
+	// Batch is the live engine's kernel batch (BPF_PROG_RUN batch_size:
+	// frames per page-pool refill and transmit flush), 1 to 256; 0 for the
+	// kernel's 64.
+	Batch int
+
 	Rate     float64       // frames per second; 0 sends as fast as the engine can
 	Count    uint64        // stop after this many frames (required: > 0)
 	Duration time.Duration // and after this long (required: > 0)
@@ -167,6 +172,9 @@ type Result struct {
 	// take show as TXDropped here.
 	IfaceTXPackets uint64 `json:"iface_tx_packets"`
 	IfaceTXDropped uint64 `json:"iface_tx_dropped"`
+
+	// Warnings name frames the interface's counters say did not go out.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // sender is one engine. Both counts are cumulative.
@@ -242,6 +250,9 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 			return res, err
 		}
 		res.Mode = "xdp live frames"
+		if err := l.g.Pinned(); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%v: every kernel call costs two RCU grace periods, so rates and pacing suffer", err))
+		}
 		s = l
 	case EngineAFXDP:
 		a, err := newAFXDP(o, frames)
@@ -342,9 +353,30 @@ loop:
 		res.IfaceTXPackets = a.TxPackets - before.TxPackets
 		res.IfaceTXDropped = a.TxDropped - before.TxDropped
 	}
+	res.Warnings = append(res.Warnings, warnings(res)...)
 	if runErr != nil {
 		res.Stopped = "error"
 		return res, runErr
 	}
 	return res, derr
+}
+
+// warnings compares what the engine handed over with the interface's own
+// counters. On a veth the live engine's frames that the peer cannot take
+// (no XDP program, no GRO) are freed without touching any counter: that
+// shows as tx_packets + tx_dropped short of Sent.
+func warnings(r Result) []string {
+	var w []string
+	if r.Sent == 0 {
+		return nil
+	}
+	if r.Engine == EngineLive.String() && r.IfaceTXPackets+r.IfaceTXDropped < r.Sent {
+		w = append(w, fmt.Sprintf("%s counted %d of %d frames as transmitted or dropped: the rest vanished (on a veth the peer needs an XDP program or GRO to receive XDP_TX frames: warpctl lab xdp-pass, or run the dataplane)",
+			r.Interface, r.IfaceTXPackets+r.IfaceTXDropped, r.Sent))
+	}
+	if r.IfaceTXDropped > 0 {
+		w = append(w, fmt.Sprintf("%s dropped %d of %d frames on transmit (on a veth: the peer's ring was full; its receiver is slower than the offered rate)",
+			r.Interface, r.IfaceTXDropped, r.Sent))
+	}
+	return w
 }
