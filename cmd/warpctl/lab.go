@@ -40,6 +40,12 @@ func newLabCommand() *cobra.Command {
 		Use:   "lab up|down|status",
 		Short: "Build, inspect or remove the netns + veth test topology",
 		Long:  labLong,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if err := lab.ValidatePrefix(prefix); err != nil {
+				return failf(codeUsage, "--prefix: %v", err)
+			}
+			return nil
+		},
 	}
 	cmd.PersistentFlags().StringVar(&prefix, "prefix", lab.DefaultPrefix, "lab name: namespaces PREFIX-gen, PREFIX-dp, PREFIX-sink")
 
