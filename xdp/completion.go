@@ -16,7 +16,8 @@ func (r *AddrRing) Peek(n int) (idx uint32, got int) { return r.peek(n) }
 func (r *AddrRing) Get(idx uint32) uint64 { return r.slots[idx&r.mask] }
 
 // Release hands the next n peeked slots back to the kernel with one
-// atomic store.
+// atomic store. Release all that Peek returned: the next Peek starts after
+// them either way.
 func (r *AddrRing) Release(n int) { r.release(n) }
 
 // ConsumeAddrs copies up to len(dst) addresses off the ring, releases

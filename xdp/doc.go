@@ -9,8 +9,8 @@
 //   - UMEM: memory this package maps itself (anonymous, page aligned,
 //     pre-faulted), Frames frames of FrameSize (2048 or 4096) bytes. The
 //     first socket on it registers it with the kernel (XDP_UMEM_REG);
-//     rings.NewArenaOn(u.Mem(), ...) puts the engine's frame allocator on
-//     it. Close refuses while sockets are open.
+//     rings.NewArenaOn(u.Mem(), ...) with Headroom u.RXHeadroom() puts the
+//     engine's frame allocator on it. Close refuses while sockets are open.
 //   - Socket: one AF_XDP socket bound to one queue of one interface, with
 //     its four rings mapped (from the offsets getsockopt(XDP_MMAP_OFFSETS)
 //     returns). A later socket on the same UMEM shares it
@@ -18,7 +18,9 @@
 //     fill and completion rings too; on another queue or interface it has
 //     its own (kernel >= 5.10). The engine forwards between two interfaces
 //     without copying this way: a frame received on A's socket is put, at
-//     the same address, on B's TX ring.
+//     the same address, on B's TX ring, and comes back on B's completion
+//     ring. Frames are the UMEM's, not a socket's: any socket on it may
+//     fill, transmit or complete any frame.
 //   - Program: xsk_redirect.c, loaded with cilium/ebpf and attached with
 //     link.AttachXDP (a bpf_link, so a killed process leaves nothing
 //     attached). It redirects each frame to the XSKMAP entry of its
@@ -81,6 +83,13 @@
 //     is open; the kernel may write any frame it owns at any moment.
 //   - poll never reports a deleted interface: only Socket.Err (SO_ERROR,
 //     ENETDOWN) tells, so an I/O loop checks it when idle.
+//   - Socket.Close unmaps the rings: stop the goroutines that drive them
+//     first. Closing a socket removes it from any XSKMAP (the kernel does).
+//   - The kernel releases a closed socket's queue in deferred work, so a
+//     bind right after a Close can see EBUSY for a few milliseconds;
+//     NewSocket retries EBUSY for up to 500ms before reporting it.
+//   - A socket created on a UMEM that an open socket registered shares it
+//     (XDP_SHARED_UMEM) even without SocketOptions.SharedWith.
 //
 // # Wakeups and busy poll
 //

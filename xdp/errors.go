@@ -19,10 +19,10 @@ var ErrNotSupported = errors.New("not supported")
 var ErrBusy = errors.New("busy")
 
 // notSupported wraps err so that it matches both ErrNotSupported and the
-// original errno.
+// original errno; its text is err's, which already names what is missing.
 type notSupported struct{ err error }
 
-func (e notSupported) Error() string { return e.err.Error() + ": " + ErrNotSupported.Error() }
+func (e notSupported) Error() string { return e.err.Error() }
 func (e notSupported) Unwrap() []error {
 	return []error{ErrNotSupported, e.err}
 }

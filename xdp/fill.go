@@ -48,7 +48,9 @@ func (r *AddrRing) Reserve(n int) (idx uint32, got int) { return r.reserve(n) }
 func (r *AddrRing) Set(idx uint32, addr uint64) { r.slots[idx&r.mask] = addr }
 
 // Submit publishes the next n reserved slots to the kernel with one atomic
-// store. From then on the frames they name are the kernel's.
+// store. From then on the frames they name are the kernel's. Submit all
+// that Reserve returned, once each: slots reserved and not submitted are
+// published by the next Submit, whatever they hold.
 func (r *AddrRing) Submit(n int) { r.submit(n) }
 
 // ProduceAddrs puts as many of addrs as fit and submits them; it returns

@@ -133,8 +133,8 @@ func checkNoXDP(iface string, ifindex int) error {
 		return nil // the attach itself will tell
 	}
 	if x := l.Attrs().Xdp; x != nil && x.Attached {
-		return busy{fmt.Errorf("%s already has an XDP program attached (id %d), from another program or daemon: "+
-			"stop its owner or detach it (ip link set dev %s xdp off) first", iface, x.ProgId, iface)}
+		return busy{fmt.Errorf("an XDP program (id %d) is already attached, by another program or daemon: "+
+			"stop its owner or detach it (ip link set dev %s xdp off) first", x.ProgId, iface)}
 	}
 	return nil
 }
@@ -156,11 +156,14 @@ func (p *Program) attach(m AttachMode) error {
 			return nil
 		}
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
-			return busy{fmt.Errorf("attach %s: %s already has an XDP program attached, from another program or daemon: "+
-				"stop its owner or detach it (ip link set dev %s xdp off) first: %w", mode, p.iface, p.iface, err)}
+			return busy{fmt.Errorf("attach %s: an XDP program is already attached, by another program or daemon: "+
+				"stop its owner or detach it (ip link set dev %s xdp off) first: %w", mode, p.iface, err)}
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("attach %s%s: %w", mode, permHint(err), err)
+		}
+		if mode == AttachNative && errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("the driver of %s has no native XDP; use attach mode generic or auto: %w", p.iface, err)
 		}
 		errs = append(errs, fmt.Errorf("attach %s: %w", mode, err))
 		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, ebpf.ErrNotSupported) {

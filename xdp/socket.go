@@ -113,8 +113,8 @@ type Socket struct {
 	fill, comp *AddrRing
 	rx, tx     *DescRing
 
-	mu      sync.Mutex // guards closed and Close
-	closed  bool
+	mu      sync.Mutex // serialises Close
+	closed  atomic.Bool
 	sockErr atomic.Pointer[error] // first SO_ERROR seen; SO_ERROR clears on read
 }
 
@@ -141,33 +141,52 @@ func NewSocket(u *UMEM, o SocketOptions) (*Socket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: interface %q not found (check the name and network namespace): %w", ctx, o.Interface, unix.ENODEV)
 	}
-	if n, err := RXQueues(o.Interface); err == nil && o.Queue >= n {
+	// (TX-only sockets are checked by the kernel against the TX queues.)
+	if n, err := RXQueues(o.Interface); err == nil && o.RXSize > 0 && o.Queue >= n {
 		return nil, fmt.Errorf("%s: queue out of range: %s has %d queue(s): %w", ctx, o.Interface, n, unix.EINVAL)
 	}
 
-	s := &Socket{fd: -1, umem: u, iface: o.Interface, ifindex: ifc.Index, queue: o.Queue}
-	reg, err := u.attach(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ctx, err)
-	}
-	sharer := o.SharedWith
-	if sharer == nil {
-		sharer = reg
-	}
-	if err := s.setup(o, sharer); err != nil {
+	// A queue whose socket was closed moments ago stays bound in the
+	// kernel until its deferred release runs (a work item, usually a few
+	// milliseconds): a daemon restarting, or a port reopened, would be
+	// refused. So EBUSY is retried briefly before it is reported.
+	//
+	// setupMu makes the first socket's registration and a second one's
+	// decision to share it one step, so concurrent NewSocket calls on a
+	// UMEM do not both register it.
+	u.setupMu.Lock()
+	defer u.setupMu.Unlock()
+	deadline := time.Now().Add(busyRetry)
+	for {
+		s := &Socket{fd: -1, umem: u, iface: o.Interface, ifindex: ifc.Index, queue: o.Queue}
+		reg, err := u.attach(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ctx, err)
+		}
+		sharer := o.SharedWith
+		if sharer == nil {
+			sharer = reg
+		}
+		err = s.setup(o, sharer)
+		if err == nil {
+			u.setRegistered(s)
+			return s, nil
+		}
 		s.teardown()
+		if errors.Is(err, unix.EBUSY) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		return nil, fmt.Errorf("%s: %w", ctx, err)
 	}
-	u.setRegistered(s)
-	return s, nil
 }
+
+// busyRetry is how long NewSocket retries a bind refused with EBUSY.
+const busyRetry = 500 * time.Millisecond
 
 func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 	if sharer != nil {
-		sharer.mu.Lock()
-		closed := sharer.closed
-		sharer.mu.Unlock()
-		if closed {
+		if sharer.closed.Load() {
 			return fmt.Errorf("share umem: socket %s queue %d: %w", sharer.iface, sharer.queue, net.ErrClosed)
 		}
 		if o.Bind != BindAuto && o.Bind != sharer.bound {
@@ -286,9 +305,9 @@ func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 func (s *Socket) bindError(o SocketOptions, sharer *Socket, err error) error {
 	switch {
 	case errors.Is(err, unix.EBUSY):
-		return busy{fmt.Errorf("bind: queue %d of %s is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", s.queue, s.iface, err)}
+		return busy{fmt.Errorf("bind: the queue is already bound by another AF_XDP socket (another process or daemon?); stop it or pick another queue: %w", err)}
 	case errors.Is(err, unix.EOPNOTSUPP) && (o.Bind == BindZeroCopy || sharer != nil && sharer.bound == BindZeroCopy):
-		return wrapNotSupported("bind zero-copy: the driver of %s does not support AF_XDP zero-copy (veth never does); use bind mode copy or auto: %w", s.iface, err)
+		return wrapNotSupported("bind zero-copy: the driver of %s has no AF_XDP zero-copy (veth never has); use bind mode copy or auto: %w", s.iface, err)
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return wrapNotSupported("bind: %s does not support AF_XDP: %w", s.iface, err)
 	case errors.Is(err, unix.ENETDOWN):
@@ -414,6 +433,9 @@ func (s *Socket) WakeRX() error {
 // ring to have descriptors. Poll never reports a deleted interface; check
 // Err for that.
 func (s *Socket) Poll(timeout time.Duration) (readable bool, err error) {
+	if s.closed.Load() {
+		return false, net.ErrClosed
+	}
 	ms := -1
 	if timeout >= 0 {
 		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
@@ -437,6 +459,9 @@ func (s *Socket) Poll(timeout time.Duration) (readable bool, err error) {
 func (s *Socket) Err() error {
 	if p := s.sockErr.Load(); p != nil {
 		return *p
+	}
+	if s.closed.Load() {
+		return net.ErrClosed
 	}
 	v, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
 	if err != nil {
@@ -462,6 +487,9 @@ type Statistics struct {
 
 // Stats reads the kernel's counters for this socket.
 func (s *Socket) Stats() (Statistics, error) {
+	if s.closed.Load() {
+		return Statistics{}, net.ErrClosed
+	}
 	st, err := xdpStatistics(s.fd)
 	if err != nil {
 		return Statistics{}, fmt.Errorf("xsk %s queue %d: read XDP_STATISTICS: %w", s.iface, s.queue, err)
@@ -472,18 +500,20 @@ func (s *Socket) Stats() (Statistics, error) {
 	}, nil
 }
 
-// Close unmaps the rings and closes the socket; the kernel unbinds it and
-// stops using its frames. Fill and completion rings shared with another
+// Close unmaps the rings and closes the socket; the kernel unbinds it,
+// removes it from any XSKMAP and stops using its frames. Stop the
+// goroutines driving its rings first: a ring used after Close faults.
+// Err, Stats and Poll return net.ErrClosed after Close. Fill and completion rings shared with another
 // open socket stay mapped until the last of them closes. Frames on the
 // fill, RX, TX and completion rings at Close are the caller's again (the
 // UMEM is intact). A second Close returns net.ErrClosed.
 func (s *Socket) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return net.ErrClosed
 	}
-	s.closed = true
+	s.closed.Store(true)
 	return s.teardown()
 }
 

@@ -59,6 +59,8 @@ type UMEM struct {
 	opts UMEMOptions
 	mem  []byte
 
+	setupMu sync.Mutex // held by NewSocket for a whole socket setup
+
 	mu      sync.Mutex
 	sockets map[*Socket]struct{} // open sockets on this UMEM
 	reg     *Socket              // the socket that registered it, while open
@@ -89,6 +91,12 @@ func (u *UMEM) Mem() []byte { return u.mem }
 
 // Options returns the options the UMEM was made with.
 func (u *UMEM) Options() UMEMOptions { return u.opts }
+
+// RXHeadroom is where the kernel puts a received packet in its frame:
+// XDP_PACKET_HEADROOM (256) + Options().Headroom bytes from the frame's
+// start. An arena on the UMEM (rings.NewArenaOn) uses it as its headroom so
+// that frames it builds and frames the kernel fills agree.
+func (u *UMEM) RXHeadroom() int { return unix.XDP_PACKET_HEADROOM + u.opts.Headroom }
 
 // FrameMask is FrameSize-1: addr &^ FrameMask() is the base of the frame
 // holding addr.
