@@ -166,6 +166,10 @@ type Result struct {
 	Submitted   uint64 `json:"submitted,omitempty"`
 	Unconfirmed uint64 `json:"unconfirmed,omitempty"`
 	TXInvalid   uint64 `json:"tx_invalid,omitempty"`
+	// AF_XDP: frames one copy-mode sendto may send (XDP_MAX_TX_SKB_BUDGET,
+	// raised to the TX ring size where the kernel has it; 0: the kernel's
+	// default of 32).
+	TXBudget int `json:"tx_budget,omitempty"`
 
 	// The interface's own counters over the run (netlink link statistics):
 	// on a veth, frames that XDP_TX or AF_XDP hand over and the peer cannot
@@ -344,6 +348,9 @@ loop:
 	case *afxdpSender:
 		res.Submitted = v.sub
 		res.Unconfirmed = v.sub - v.done
+		if v.budget {
+			res.TXBudget = afxdpTXRing
+		}
 		if st, err := v.sock.Stats(); err == nil {
 			res.TXInvalid = st.TXInvalidDescs
 		}
