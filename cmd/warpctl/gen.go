@@ -100,14 +100,14 @@ func newGenCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := gen.Run(ctx, o)
-			if jsonOut {
+			if jsonOut && res.Stopped != "" {
 				if perr := printJSON(cmd, res); perr != nil {
 					return perr
 				}
-			} else if res.Engine != "" {
+			} else if res.Stopped != "" {
 				fmt.Fprintf(w, "sent %d frames (%d bytes, %.0f bytes each) in %.3fs: %.3f Mpps, %.3f Gbit/s; engine %s (%s) on %s ifindex %d in %q; stopped by %s\n",
 					res.Sent, res.Bytes, res.FrameLen, res.Elapsed.Seconds(), res.PPS/1e6,
-					float64(res.Bytes)*8/res.Elapsed.Seconds()/1e9, res.Engine, res.Mode,
+					float64(res.Bytes)*8/max(res.Elapsed.Seconds(), 1e-9)/1e9, res.Engine, res.Mode,
 					res.Interface, res.Ifindex, res.Netns, res.Stopped)
 				fmt.Fprintf(w, "interface %s: tx_packets +%d, tx_dropped +%d", res.Interface, res.IfaceTXPackets, res.IfaceTXDropped)
 				if res.Over > 0 {
@@ -122,7 +122,7 @@ func newGenCommand() *cobra.Command {
 				}
 			}
 			if err != nil {
-				return failf(codeFailed, "gen: %v", err)
+				return failf(codeFailed, "%v", err)
 			}
 			return nil
 		},

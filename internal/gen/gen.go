@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -211,6 +213,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var res Result
 	do := func(fn func() error) error { return fn() }
 	if o.Netns != "" {
+		if _, err := os.Stat(filepath.Join(lab.NamespaceDir, o.Netns)); err != nil {
+			return Result{}, fmt.Errorf("network namespace %s not found (is the lab up? warpctl lab up): %w", o.Netns, err)
+		}
 		do = func(fn func() error) error { return lab.Do(o.Netns, fn) }
 	}
 	err = do(func() error {
@@ -244,6 +249,9 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 		return res, fmt.Errorf("gen: interface %s not found in namespace %q: %w", o.Interface, o.Netns, err)
 	}
 	res.Ifindex = link.Attrs().Index
+	if q := link.Attrs().NumRxQueues; q > 0 && o.Queue >= q {
+		return res, fmt.Errorf("gen: queue %d out of range: %s has %d queue(s)", o.Queue, o.Interface, q)
+	}
 	before := link.Attrs().Statistics
 
 	var s sender
