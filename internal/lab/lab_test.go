@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,17 @@ func TestUpStatusDown(t *testing.T) {
 		if l.RXPackets != want[0] || l.TXPackets != want[1] {
 			t.Errorf("%s after 3 udp round trips: rx %d tx %d packets, want exactly %d/%d (no ARP, no IPv6 noise)", name, l.RXPackets, l.TXPackets, want[0], want[1])
 		}
+	}
+
+	// Start runs a tool inside a namespace.
+	var out strings.Builder
+	cmd := exec.Command("cat", "/proc/net/dev")
+	cmd.Stdout = &out
+	if err := Start(topo.Sink.Namespace, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
+		t.Errorf("cat /proc/net/dev in %s: %v\n%s", topo.Sink.Namespace, err, out.String())
 	}
 
 	// A namespace that shares the prefix but is not the lab's survives.
