@@ -29,10 +29,13 @@ are left for the dataplane.
 
 Needs root. Typical use:
 
-  warpctl lab up                    # build the lab "wf"
+  warpctl lab up                    # build the lab "wf" (--napi threaded, --queues N)
   warpctl lab status                # what exists, with counters (--json)
+  warpctl lab xdp-pass --drop dp0   # no dataplane yet: give dp0 a receiver that drops
   warpctl gen --netns wf-gen --iface gen0 --count 1000000
-  warpctl lab down                  # remove it all`
+  warpctl lab down                  # remove it all
+
+--prefix runs several labs side by side (namespaces PREFIX-gen and so on).`
 
 func newLabCommand() *cobra.Command {
 	var prefix string
