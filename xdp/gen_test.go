@@ -21,9 +21,9 @@ func requireGenRoot(t testing.TB) {
 	t.Skip("needs root (CAP_BPF, CAP_SYS_ADMIN)")
 }
 
-// udpFrame is a 64-byte Ethernet/IPv4/UDP frame, source port 1024, with a
+// genUDPFrame is a 64-byte Ethernet/IPv4/UDP frame, source port 1024, with a
 // non-zero UDP checksum field.
-func udpFrame() []byte {
+func genUDPFrame() []byte {
 	f := make([]byte, 64)
 	binary.BigEndian.PutUint16(f[12:], 0x0800)
 	f[14] = 0x45
@@ -36,9 +36,9 @@ func udpFrame() []byte {
 	return f
 }
 
-// runRaw runs the generator program once on frame without live frames,
+// genRunRaw runs the generator program once on frame without live frames,
 // the way BPF_PROG_TEST_RUN reports a verdict and the output bytes.
-func runRaw(t *testing.T, g *LiveGen, frame []byte) (uint32, []byte) {
+func genRunRaw(t *testing.T, g *LiveGen, frame []byte) (uint32, []byte) {
 	t.Helper()
 	out := make([]byte, len(frame)+256)
 	ret, err := g.objs.GenTx.Run(&ebpf.RunOptions{Data: frame, DataOut: out})
@@ -63,7 +63,7 @@ func TestGenProgramRaw(t *testing.T) {
 	}
 	const xdpDrop, xdpTX = 1, 3
 	for i, want := range []uint16{5000, 5001, 5002, 5000} {
-		ret, out := runRaw(t, g, udpFrame())
+		ret, out := genRunRaw(t, g, genUDPFrame())
 		if ret != xdpTX {
 			t.Fatalf("run %d: verdict %d, want XDP_TX", i, ret)
 		}
@@ -71,12 +71,12 @@ func TestGenProgramRaw(t *testing.T) {
 			t.Errorf("run %d: source port %d checksum %#x, want %d, 0", i, p, c, want)
 		}
 	}
-	arp := udpFrame()
+	arp := genUDPFrame()
 	binary.BigEndian.PutUint16(arp[12:], 0x0806)
-	if ret, out := runRaw(t, g, arp); ret != xdpTX || string(out) != string(arp) {
+	if ret, out := genRunRaw(t, g, arp); ret != xdpTX || string(out) != string(arp) {
 		t.Errorf("non-IPv4 frame: verdict %d, changed %v; want XDP_TX unchanged", ret, string(out) != string(arp))
 	}
-	if ret, _ := runRaw(t, g, udpFrame()); ret != xdpDrop {
+	if ret, _ := genRunRaw(t, g, genUDPFrame()); ret != xdpDrop {
 		t.Errorf("run past the limit: verdict %d, want XDP_DROP", ret)
 	}
 	c, err := g.Counts()
@@ -118,7 +118,7 @@ func BenchmarkGenRunLoop(b *testing.B) {
 	g.SetLimit(^uint64(0))
 	b.ReportAllocs()
 	b.ResetTimer()
-	if _, err := g.objs.GenTx.Run(&ebpf.RunOptions{Data: udpFrame(), Repeat: uint32(b.N)}); err != nil {
+	if _, err := g.objs.GenTx.Run(&ebpf.RunOptions{Data: genUDPFrame(), Repeat: uint32(b.N)}); err != nil {
 		b.Fatal(err)
 	}
 }
