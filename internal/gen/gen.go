@@ -363,12 +363,16 @@ loop:
 			res.TXInvalid = st.TXInvalidDescs
 		}
 	}
-	if l, err := netlink.LinkByName(o.Interface); err == nil && before != nil && l.Attrs().Statistics != nil {
+	l, err := netlink.LinkByIndex(res.Ifindex)
+	switch {
+	case err != nil || l.Attrs().Name != o.Interface:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is gone: its counters could not be read after the run", o.Interface))
+	case before != nil && l.Attrs().Statistics != nil:
 		a := l.Attrs().Statistics
 		res.IfaceTXPackets = a.TxPackets - before.TxPackets
 		res.IfaceTXDropped = a.TxDropped - before.TxDropped
+		res.Warnings = append(res.Warnings, warnings(res)...)
 	}
-	res.Warnings = append(res.Warnings, warnings(res)...)
 	if runErr != nil {
 		res.Stopped = "error"
 		return res, runErr

@@ -306,3 +306,50 @@ func TestAFXDPBurstAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInterfaceDeleted: deleting the interface under a run ends it with an
+// error within a second, for both engines.
+func TestInterfaceDeleted(t *testing.T) {
+	for _, e := range []Engine{EngineLive, EngineAFXDP} {
+		topo := newLab(t)
+		if err := lab.AttachDrop(topo.DP0.Namespace, topo.DP0.Name); err != nil {
+			t.Fatal(err)
+		}
+		o := labOptions(topo, e, 1<<40)
+		o.Rate = 100000
+		o.Duration = 5 * time.Second
+		type out struct {
+			res Result
+			err error
+		}
+		done := make(chan out, 1)
+		go func() {
+			r, err := Run(context.Background(), o)
+			done <- out{r, err}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		err := lab.Do(topo.Gen.Namespace, func() error {
+			l, err := netlink.LinkByName(topo.Gen.Name)
+			if err != nil {
+				return err
+			}
+			return netlink.LinkDel(l)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		select {
+		case r := <-done:
+			if r.err == nil || r.res.Stopped != "error" {
+				t.Errorf("%s: stopped %q, err %v; want an error", e, r.res.Stopped, r.err)
+			}
+			if d := time.Since(deleted); d > 2*time.Second {
+				t.Errorf("%s: noticed after %s", e, d)
+			}
+			t.Logf("%s: %v (after %s)", e, r.err, time.Since(deleted))
+		case <-time.After(6 * time.Second):
+			t.Fatalf("%s: run did not end after its interface was deleted", e)
+		}
+	}
+}
