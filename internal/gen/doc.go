@@ -17,7 +17,7 @@
 //     after a signal. The thread making the call must be in the
 //     interface's namespace (the kernel resolves the ifindex there), which
 //     is why Run does all its work inside lab.Do. Pacing runs the program
-//     in chunks (about 5 ms of frames) and sleeps between them; that is
+//     in chunks (about 1 ms of frames) and sleeps between them; that is
 //     cheap only because xdp.LiveGen keeps its program in the kernel's XDP
 //     dispatcher (see there: otherwise each call costs two RCU grace
 //     periods, ~24 ms here). A capture is sent one frame per call, far

@@ -223,6 +223,11 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("dropped frames: %q", w)
 	}
 	r.IfaceTXPackets, r.IfaceTXDropped = 100, 0
+	r.Rate, r.PPS, r.Stopped = 1000, 900, "duration"
+	if w := warnings(r); len(w) != 1 || !strings.Contains(w[0], "achieved 900") {
+		t.Errorf("slow run: %q", w)
+	}
+	r.PPS = 999
 	if w := warnings(r); len(w) != 0 {
 		t.Errorf("clean run: %q", w)
 	}

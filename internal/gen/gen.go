@@ -278,13 +278,13 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 	defer s.close()
 
 	// Chunks: as fast as possible, big ones (one syscall sends many frames
-	// in live mode); paced, about 5 ms worth each.
+	// in live mode); paced, about 1 ms worth each.
 	chunk := 1 << 16
 	if o.Engine == EngineAFXDP {
 		chunk = 1 << 11
 	}
 	if o.Rate > 0 {
-		chunk = max(1, min(chunk, int(o.Rate/200)))
+		chunk = max(1, min(chunk, int(o.Rate/1000)))
 	}
 	start := time.Now()
 	lastT, lastN := start, uint64(0)
@@ -392,6 +392,9 @@ func warnings(r Result) []string {
 	if r.Engine == EngineLive.String() && r.IfaceTXPackets+r.IfaceTXDropped < r.Sent {
 		w = append(w, fmt.Sprintf("%s counted %d of %d frames as transmitted or dropped: the rest vanished (on a veth the peer needs an XDP program or GRO to receive XDP_TX frames: warpctl lab xdp-pass, or run the dataplane)",
 			r.Interface, r.IfaceTXPackets+r.IfaceTXDropped, r.Sent))
+	}
+	if r.Rate > 0 && r.Stopped == "duration" && r.PPS < 0.95*r.Rate {
+		w = append(w, fmt.Sprintf("achieved %.0f frames/s of the %.0f asked: the %s engine cannot go faster here", r.PPS, r.Rate, r.Engine))
 	}
 	if r.IfaceTXDropped > 0 {
 		w = append(w, fmt.Sprintf("%s dropped %d of %d frames on transmit (on a veth: the peer's ring was full; its receiver is slower than the offered rate)",
