@@ -3,12 +3,15 @@ package rings
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
 // Owner names a place a frame can be: the arena's free stack, a port, a
-// ring, a worker, an output. Owners are small integers interned by a
-// Tracker from their names.
+// ring, a worker, an output. Each place is its own Owner: a port registers
+// its places (its fill, RX, TX and completion rings, the kernel behind
+// them) by name with Tracker.Owner, the engine its own. Owners are small
+// integers interned by a Tracker from their names.
 type Owner uint16
 
 const (
@@ -123,6 +126,32 @@ func (t *Tracker) Move(addr uint64, from, to Owner) error {
 	t.owner[f] = to
 	return nil
 }
+
+// Enter records that the frame containing addr enters place to from
+// wherever it is now, for a hand-off whose giver the tracker cannot name (a
+// port that does not track its own places hands the engine a frame it took
+// from the arena, a kernel ring or its own store). It returns where the
+// frame was. A frame already in to, or in one of the places in busy (places
+// that do not give frames up this way, such as the engine's own while it
+// holds the frame), is in two places: the error names the frame and both,
+// and wraps ErrDuplicateFrame. Nothing is recorded on error.
+func (t *Tracker) Enter(addr uint64, to Owner, busy ...Owner) (from Owner, err error) {
+	f, ok := t.frame(addr)
+	if !ok {
+		return 0, fmt.Errorf("enter %#x: %w", addr, ErrBadAddr)
+	}
+	cur := t.owner[f]
+	if cur == to || slices.Contains(busy, cur) {
+		return cur, fmt.Errorf("frame %#x enters %s while held by %s: %w", t.base(f), t.Name(to), t.Name(cur), ErrDuplicateFrame)
+	}
+	t.owner[f] = to
+	return cur, nil
+}
+
+// Places returns the names of every place interned so far, indexed by
+// Owner: OwnerFree and OwnerUntracked first, then each port's and the
+// engine's places in the order they were registered.
+func (t *Tracker) Places() []string { return slices.Clone(t.names) }
 
 // MoveDescs moves the frames of all descriptors in ds, stopping at the first
 // error.

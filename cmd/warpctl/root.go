@@ -63,5 +63,6 @@ func newRootCommand() *cobra.Command {
 		return failf(codeUsage, "%v", err)
 	})
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand(), newVersionCommand())
+	root.AddCommand(newLabCommand(), newGenCommand())
 	return root
 }
