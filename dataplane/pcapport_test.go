@@ -666,7 +666,7 @@ func TestReplayCorpus(t *testing.T) {
 					t.Fatal(got.err)
 				}
 				st := p.Stats()
-				if st.Records != uint64(records) || st.Packets+st.Oversize+st.Malformed != st.Records || st.Packets != uint64(len(got.pkts)) {
+				if st.Records != uint64(records) || st.Packets+st.Oversize+st.Malformed+st.ZeroLength != st.Records || st.Packets != uint64(len(got.pkts)) {
 					t.Errorf("preload=%v: stats %+v, file has %d records", preload, st, records)
 				}
 				if err := p.Close(); err != nil {
