@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/warpflow/warpflow/pipelines"
@@ -54,22 +53,6 @@ type ReplayProgress struct {
 // Context.
 var ErrInterrupted = errors.New("interrupted")
 
-// interruptible is the input port of a replay that can be stopped: once
-// stop is set, Receive returns ErrInterrupted instead of reading on, and the
-// engine drains what is in flight and returns that error. One atomic load
-// per batch.
-type interruptible struct {
-	*ReplayPort
-	stop atomic.Bool
-}
-
-func (p *interruptible) Receive(b *rings.Batch) (int, error) {
-	if p.stop.Load() {
-		return 0, ErrInterrupted
-	}
-	return p.ReplayPort.Receive(b)
-}
-
 // PassFile is the capture that receives passed packets in a replay.
 const PassFile = "pass.pcap"
 
@@ -78,7 +61,7 @@ const PassFile = "pass.pcap"
 // long as the run started: a capture that turns corrupt midway, an output
 // that fails, or an interrupt (cfg.Context) stop the input, and what was
 // read before is still processed, reported, written to well-formed output
-// captures and to counters.json. Started reports whether it did.
+// captures and to counters.json. rep.Pipeline is set once the run started.
 func Replay(cfg ReplayConfig) (rep Report, err error) {
 	ao, err := replayArena(cfg)
 	if err != nil {
@@ -162,21 +145,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		outs.Samples[s.File] = p
 	}
 
-	var input Port = in
-	if cfg.Context != nil {
-		ip := &interruptible{ReplayPort: in}
-		input = ip
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			select {
-			case <-cfg.Context.Done():
-				ip.stop.Store(true)
-			case <-done:
-			}
-		}()
-	}
-	e, err := NewEngine(cfg.Graph, arena, input, outs, cfg.Engine)
+	e, err := NewEngine(cfg.Graph, arena, in, outs, cfg.Engine)
 	if err != nil {
 		return rep, err
 	}
@@ -188,8 +157,18 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 			cfg.Progress(ReplayProgress{Received: received, Fraction: in.fraction()})
 		}
 	}
+	ctx := cfg.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	started = true
-	runErr := e.Run(progress)
+	// A stop through ctx is clean for the engine (it stops receiving and
+	// drains what is in flight, returning nil); for a replay it means the
+	// capture was not read to its end.
+	runErr := e.RunContext(ctx, progress)
+	if runErr == nil && ctx.Err() != nil && !in.eof {
+		runErr = fmt.Errorf("replay %s: %w", cfg.Capture, ErrInterrupted)
+	}
 	rep = e.Report()
 	st := in.Stats()
 	rep.Records = st.Records
