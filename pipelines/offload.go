@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/warpflow/warpflow/rings"
@@ -105,6 +106,9 @@ type OffloadRule struct {
 	// reason, or rings.VerdictPass.
 	Verdict rings.Verdict
 	Label   string
+	// Idle says, for a kernel rule no frame the kernel decides can match
+	// (one for malformed or ARP frames), that it fires only on the workers.
+	Idle bool
 }
 
 // OffloadPlan is the split of one pipeline.
@@ -125,6 +129,33 @@ type OffloadPlan struct {
 // ErrOffloadSpec is returned by PlanOffload for a spec and graph that do
 // not belong together.
 var ErrOffloadSpec = errors.New("offload plan: spec does not match the graph")
+
+// LoadOffload parses and compiles the pipeline config data (as Load does)
+// and plans its split under mode.
+func LoadOffload(file string, data []byte, mode OffloadMode) (*Graph, *OffloadPlan, error) {
+	s, err := Parse(file, data)
+	if s == nil {
+		return nil, nil, err
+	}
+	g, err := Compile(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := PlanOffload(s, g, mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, p, nil
+}
+
+// LoadOffloadFile is LoadOffload of the config at path.
+func LoadOffloadFile(path string, mode OffloadMode) (*Graph, *OffloadPlan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read pipeline config: %w", err)
+	}
+	return LoadOffload(path, data, mode)
+}
 
 // PlanOffload plans the split of g, compiled from s, under mode.
 func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
@@ -203,6 +234,13 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 	}
 	if p.Moved > 0 {
 		p.Kernel = buildKernelRules(rules[:p.Moved], p.Rules[:p.Moved])
+		var any uint64
+		for _, v := range p.Kernel.L3 {
+			any |= v
+		}
+		for i := range p.Moved {
+			p.Rules[i].Idle = any&(1<<i) == 0
+		}
 	}
 	return p, nil
 }
@@ -458,6 +496,9 @@ func (p *OffloadPlan) Explain() string {
 		fmt.Fprintf(&b, "  filter %q: no rule runs in the kernel\n", p.Filter)
 	case p.Moved == len(p.Rules):
 		fmt.Fprintf(&b, "  filter %q: all %d rules run in the kernel (XDP); the default and the rest of the pipeline on the workers\n", p.Filter, p.Moved)
+	case p.Moved == 1:
+		fmt.Fprintf(&b, "  filter %q: rule 0 of %d runs in the kernel (XDP); rule 1 on, the default and the rest of the pipeline on the workers\n",
+			p.Filter, len(p.Rules))
 	default:
 		fmt.Fprintf(&b, "  filter %q: rules 0-%d of %d run in the kernel (XDP); rule %d on, the default and the rest of the pipeline on the workers\n",
 			p.Filter, p.Moved-1, len(p.Rules), p.Moved)
@@ -468,6 +509,9 @@ func (p *OffloadPlan) Explain() string {
 			where = "kernel "
 		}
 		fmt.Fprintf(&b, "    %s rule[%d] (line %d): %s\n", where, r.Index, r.Pos.Line, r.Action)
+		if r.Idle {
+			b.WriteString("            matches no frame the kernel decides (class ok IPv4 or IPv6): it fires on the workers\n")
+		}
 		if r.Index == p.Moved && p.StopReason != "" {
 			fmt.Fprintf(&b, "            stops the prefix: %s\n", p.StopReason)
 		}

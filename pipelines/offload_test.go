@@ -112,6 +112,11 @@ func TestPlanOffloadPrefix(t *testing.T) {
 			t.Fatalf("rule 0 has a bit in l3[%d]", i)
 		}
 	}
+	for i, r := range p.Rules[:p.Moved] {
+		if r.Idle != (i == 0) {
+			t.Errorf("rule %d: idle %v", i, r.Idle)
+		}
+	}
 	ex := p.Explain()
 	for _, w := range []string{"rules 0-4 of 7 run in the kernel", "workers rule[5] (line 13): web", "stops the prefix: its action transmits", "kernel  rule[1] (line 9): drop:flood"} {
 		if !strings.Contains(ex, w) {

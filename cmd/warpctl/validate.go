@@ -25,6 +25,7 @@ type pipelineJSON struct {
 	Ports       []string          `json:"ports,omitempty"`
 	DropReasons []string          `json:"drop_reasons,omitempty"`
 	Errors      []configErrorJSON `json:"errors,omitempty"`
+	Explain     string            `json:"explain,omitempty"` // --explain: the offload split as text
 }
 
 type configErrorJSON struct {
@@ -48,9 +49,9 @@ func configStages(g *pipelines.Graph) int {
 }
 
 func newValidateCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, explain bool
 	cmd := &cobra.Command{
-		Use:   "validate [--json] PIPELINE.yaml...",
+		Use:   "validate [--json] [--explain] PIPELINE.yaml...",
 		Short: "Check pipeline configs and report every problem with file:line:column",
 		Long: `Validate loads and compiles each pipeline config without running it, and
 reports every problem at once, each with file:line:column and the stage it
@@ -86,10 +87,15 @@ belongs to.
 					continue
 				}
 				pj.Valid, pj.Name, pj.Stages, pj.Ports, pj.DropReasons = true, g.Name(), configStages(g), g.Ports(), g.Reasons()
+				if explain {
+					if pj.Explain, err = explainOffload(path); err != nil {
+						return failf(codeFailed, "%s: explain: %v", path, err)
+					}
+				}
 				res.Pipelines = append(res.Pipelines, pj)
 				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q OK: %d stages, ports %v, drop reasons %v\n",
-						path, g.Name(), pj.Stages, g.Ports(), g.Reasons())
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: pipeline %q OK: %d stages, ports %v, drop reasons %v\n%s",
+						path, g.Name(), pj.Stages, g.Ports(), g.Reasons(), pj.Explain)
 				}
 			}
 			if asJSON {
@@ -106,5 +112,6 @@ belongs to.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON (see README: JSON output)")
+	cmd.Flags().BoolVar(&explain, "explain", false, "also show the split a live AF_XDP port makes (offload: auto): the filter rules the XDP program runs, and the rule that stops the prefix and why")
 	return cmd
 }
