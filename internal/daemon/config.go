@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warpflow/warpflow/pipelines"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -34,6 +35,12 @@ type Config struct {
 	// runs it and counts passed packets as drops with reason
 	// pass_unsupported.
 	Pass string `yaml:"pass"`
+	// Offload splits the pipeline between the XDP program and the workers:
+	// "auto" (the default) moves the longest prefix of the first filter's
+	// rules the kernel can run (drop and pass rules over protocol,
+	// addresses, ports, VLAN, TCP flags, fragment); "none" leaves
+	// everything to the workers (for debugging). See offload.go.
+	Offload string `yaml:"offload"`
 	// UMEM sizes each queue's frame memory.
 	UMEM UMEMConfig `yaml:"umem"`
 	// Rings sizes each socket's rings (powers of two).
@@ -135,6 +142,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 func DefaultConfig() Config {
 	return Config{
 		Pass:            "refuse",
+		Offload:         "auto",
 		UMEM:            UMEMConfig{Frames: 4096, FrameSize: 4096, Headroom: 0},
 		Rings:           RingsConfig{RX: 2048, TX: 2048, Fill: 2048, Completion: 2048},
 		WorkersPerQueue: -1,
@@ -332,6 +340,9 @@ func (c Config) Validate() error {
 		if !seen[iface] {
 			add("ports."+port, "ports: %s -> %q: not one of the interfaces", port, iface)
 		}
+	}
+	if _, err := pipelines.ParseOffloadMode(c.Offload); err != nil {
+		add("offload", "%v", err)
 	}
 	switch c.Pass {
 	case "refuse", "drop":

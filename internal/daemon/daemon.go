@@ -35,6 +35,7 @@ type Daemon struct {
 
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
+	off        offloadState // the kernel half of the split pipeline (offload.go)
 }
 
 // queue is one served receive queue and its engine.
@@ -62,6 +63,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	}()
 	d.graph, err = pipelines.LoadFile(cfg.PipelinePath())
 	if err != nil {
+		return nil, err
+	}
+	if d.off.mode, d.off.plan, err = planOffload(cfg.Offload, cfg.PipelinePath(), nil); err != nil {
 		return nil, err
 	}
 	if err := d.checkPass(); err != nil {
@@ -105,6 +109,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			return nil, explain("attach XDP program to "+in.Name, err)
 		}
 		d.progs[in.Name] = prog
+		if err := d.loadKernelRules(in.Name, prog, d.off.plan); err != nil {
+			return nil, err
+		}
 		bind, err := xdp.ParseBindMode(orDefault(in.Bind, "auto"))
 		if err != nil {
 			return nil, err

@@ -33,6 +33,11 @@ type Counts struct {
 	// socket on the frame's queue.
 	Redirected uint64 `json:"xdp_redirected"`
 	NoSocket   uint64 `json:"xdp_no_socket"`
+	// XDPDropped and XDPPassed are the frames the XDP program's kernel
+	// rules decided (offload.go); they are in Received and Dropped or
+	// Passed too.
+	XDPDropped uint64 `json:"xdp_dropped"`
+	XDPPassed  uint64 `json:"xdp_passed"`
 	// Kernel counts frames the kernel dropped before the engine saw them
 	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
 	// descriptors), by reason.
@@ -96,11 +101,14 @@ func (d *Daemon) Stats() Stats {
 		}
 		t.Redirected += qs.Redirected
 		t.NoSocket += qs.NoSocket
+		t.XDPDropped += qs.XDPDropped
+		t.XDPPassed += qs.XDPPassed
 		for k, v := range qs.Kernel {
 			t.Kernel[k] += v
 		}
 		addFrames(&t.Frames, qs.Frames)
 	}
+	d.addKernelReasons(&s.Totals)
 	s.Totals.Balanced = s.Totals.Received == s.Totals.Transmitted+s.Totals.Dropped+s.Totals.Passed
 	return s
 }
@@ -130,6 +138,7 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 		if c, err := prog.Counters(qq.q.Queue()); err == nil {
 			qs.Program = c
 			qs.Redirected, qs.NoSocket = c.Redirected, c.NoSocket
+			addKernelVerdicts(&qs, c)
 		}
 	}
 	for _, p := range qq.q.Ports() {
@@ -175,7 +184,7 @@ func (d *Daemon) logStats(msg string) {
 	d.log.Info(msg,
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"balanced", t.Balanced, "drops", t.Drops, "kernel_drops", t.Kernel,
-		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket,
+		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed,
 		"frames", t.Frames, "link_losses", s.LinkLosses)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
