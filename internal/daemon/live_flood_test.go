@@ -1,0 +1,215 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/warpflow/warpflow/internal/gen"
+	"github.com/warpflow/warpflow/internal/lab"
+)
+
+var (
+	floodSeconds = flag.Duration("flood.duration", time.Second, "TestLiveFloodSplit: length of each phase (BENCHMARKS.md used 5s)")
+	floodRepeats = flag.Int("flood.repeats", 1, "TestLiveFloodSplit: rounds of the three phases, interleaved")
+)
+
+// floodPipeline drops flows 0-8 of the generator's ten (UDP source ports
+// 1024-1032) by its first rule and forwards flow 9 (port 1033), MACs
+// rewritten for the sink.
+const floodPipeline = `name: flood
+settings: {batch_size: 64, workers: 0}
+stages:
+  - {name: parse, type: parse}
+  - name: acl
+    type: filter
+    default: accept
+    rules:
+      - {proto: udp, src_port: 1024-1032, action: "drop:flood"}
+  - name: rewrite
+    type: rewrite
+    src_mac: "02:77:66:00:00:03"
+    dst_mac: "02:77:66:00:00:04"
+  - {name: out, type: tx, port: out0}
+`
+
+// linkRX returns iface's received packet count in ns (the kernel's
+// counter).
+func linkRX(t *testing.T, ns, iface string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := lab.Do(ns, func() error {
+		l, err := netlink.LinkByName(iface)
+		if err != nil {
+			return err
+		}
+		n = l.Attrs().Statistics.RxPackets
+		return nil
+	}); err != nil {
+		t.Fatalf("counters of %s in %s: %v", iface, ns, err)
+	}
+	return n
+}
+
+// floodPhase is one measured phase.
+type floodPhase struct {
+	name               string
+	offered            float64 // frames per second the generator sent
+	goodOffered        float64 // of which the forwarded flow's
+	forwarded          float64 // frames per second the sink received (sink0 rx counter)
+	xdpDropped, frames uint64
+	stats              map[string]any
+}
+
+func (p floodPhase) loss() float64 {
+	if p.goodOffered == 0 {
+		return 0
+	}
+	return 1 - p.forwarded/p.goodOffered
+}
+
+// runFloodPhase starts warpflowd with offload mode, sends flows flows
+// (source ports from srcPort) at rate (0: top rate) for d, and reads the
+// sink's kernel counter.
+func runFloodPhase(t *testing.T, topo *lab.Topology, pipeline, name, mode string, flows int, srcPort uint16, rate float64, d time.Duration) floodPhase {
+	t.Helper()
+	dm := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, "offload: "+mode+"\ncpus: [1]\n"), "--stats-interval", "0s")
+	dm.waitFor(t, "running", 10*time.Second)
+	before := linkRX(t, topo.Sink.Namespace, topo.Sink.Name)
+	res := runGen(t, name, topo, flows, srcPort, rate, d)
+	time.Sleep(50 * time.Millisecond) // the last frames cross dp1
+	got := linkRX(t, topo.Sink.Namespace, topo.Sink.Name) - before
+	if code := dm.stop(t, syscall.SIGTERM, 20*time.Second); code != 0 {
+		t.Fatalf("%s: warpflowd exited %d", name, code)
+	}
+	st := dm.find("final stats")
+	if st == nil {
+		t.Fatalf("%s: no final stats:\n%s", name, dm.log())
+	}
+	secs := res.Elapsed.Seconds()
+	p := floodPhase{name: name, offered: float64(res.Sent) / secs, forwarded: float64(got) / secs,
+		xdpDropped: num(st, "xdp_dropped"), frames: res.Sent, stats: st}
+	p.goodOffered = p.offered / float64(flows)
+	// The accounting holds under the flood, kernel drops included: the
+	// daemon's counts balance, what it transmitted is what the sink got,
+	// and the forwarded flow is what it did not drop.
+	if b, _ := st["balanced"].(bool); !b {
+		t.Errorf("%s: daemon not balanced: %v", name, st)
+	}
+	if tx := num(st, "transmitted"); tx != got {
+		t.Errorf("%s: daemon transmitted %d, sink received %d", name, tx, got)
+	}
+	if r, x, k := num(st, "received"), num(st, "xdp_redirected"), num(st, "xdp_dropped"); x+k != r+kernelLost(st) {
+		t.Errorf("%s: received %d, XDP redirected %d and dropped %d (socket drops %v)", name, r, x, k, st["kernel_drops"])
+	}
+	return p
+}
+
+var (
+	ctlOnce sync.Once
+	ctlBin  string
+	ctlErr  error
+)
+
+// runGen runs `warpctl gen` (the XDP live-frame engine) pinned to CPU 0,
+// the daemon being on CPU 1, and returns its JSON summary.
+func runGen(t *testing.T, name string, topo *lab.Topology, flows int, srcPort uint16, rate float64, d time.Duration) gen.Result {
+	t.Helper()
+	ctlOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "warpctl-bin-")
+		if err != nil {
+			ctlErr = err
+			return
+		}
+		ctlBin = filepath.Join(dir, "warpctl")
+		if out, err := exec.Command("go", "build", "-o", ctlBin, "github.com/warpflow/warpflow/cmd/warpctl").CombinedOutput(); err != nil {
+			ctlErr = fmt.Errorf("go build warpctl: %v\n%s", err, out)
+		}
+	})
+	if ctlErr != nil {
+		t.Fatal(ctlErr)
+	}
+	args := []string{"-c", "0", ctlBin, "gen", "--netns", topo.Gen.Namespace, "--iface", topo.Gen.Name,
+		"--flows", strconv.Itoa(flows), "--src-port", strconv.Itoa(int(srcPort)), "--rate", strconv.FormatFloat(rate, 'f', 0, 64),
+		"--count", "500000000", "--duration", d.String(), "--json"}
+	cmd := exec.Command("taskset", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: warpctl gen: %v\n%s", name, err, stderr.String())
+	}
+	var res gen.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%s: warpctl gen output: %v\n%s", name, err, out)
+	}
+	return res
+}
+
+// kernelLost is what the kernel dropped between the program's redirect
+// and the RX ring (socket XDP_STATISTICS): rx_dropped, which counts the
+// frames that found the fill ring empty too, and rx_ring_full.
+func kernelLost(st map[string]any) uint64 {
+	return num(st, "kernel_drops", "rx_dropped") + num(st, "kernel_drops", "rx_ring_full") + num(st, "kernel_drops", "rx_invalid_descs")
+}
+
+// TestLiveFloodSplit floods the lab's dataplane with 64-byte frames from
+// the XDP live-frame generator at its top rate, 90% of them matching the
+// pipeline's first (drop) rule, with the split (offload: auto) and
+// without it (offload: none), and then offers the forwarded flow alone at
+// its share of the flood's rate (no flood); the forwarded rate of each is
+// the sink's kernel rx counter. It checks what must hold at any speed:
+// accounting balances with the kernel's drops included, the kernel drops
+// the flood with the split (about 9 in 10 of what it saw) and none without
+// it. The rates it logs are the figures of BENCHMARKS.md ("Flood with and
+// without the split"); with -flood.duration 5s -flood.repeats 3 it is
+// that run.
+func TestLiveFloodSplit(t *testing.T) {
+	requireLive(t)
+	pipeline := filepath.Join(t.TempDir(), "flood.yaml")
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Fatalf("taskset (util-linux) is needed to pin the generator: %v", err)
+	}
+	if err := os.WriteFile(pipeline, []byte(floodPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topo := newLab(t)
+	d := *floodSeconds
+	var rounds [][3]floodPhase
+	for r := 0; r < *floodRepeats; r++ {
+		on := runFloodPhase(t, topo, pipeline, "flood, split on", "auto", 10, 1024, 0, d)
+		off := runFloodPhase(t, topo, pipeline, "flood, split off", "none", 10, 1024, 0, d)
+		// The forwarded flow alone at the rate it had in the floods.
+		rate := (on.offered + off.offered) / 2 / 10
+		base := runFloodPhase(t, topo, pipeline, "no flood", "auto", 1, 1033, rate, d)
+		rounds = append(rounds, [3]floodPhase{on, off, base})
+
+		if frac := float64(on.xdpDropped) / float64(on.frames); frac < 0.8 || frac > 0.92 {
+			t.Errorf("split on: the kernel dropped %d of %d frames sent (%.2f), want about 0.9", on.xdpDropped, on.frames, frac)
+		}
+		if off.xdpDropped != 0 || base.xdpDropped != 0 {
+			t.Errorf("kernel drops without a flood or with offload none: %d, %d", off.xdpDropped, base.xdpDropped)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d round(s) of %v phases, 64-byte frames, 10 flows (9 dropped by rule 0), XDP live-frame generator at top rate:\n", len(rounds), d)
+	fmt.Fprintf(&b, "%-18s %12s %14s %14s %8s %12s\n", "phase", "offered pps", "fwd offered", "forwarded pps", "loss", "xdp_dropped")
+	for _, r := range rounds {
+		for _, p := range r {
+			fmt.Fprintf(&b, "%-18s %12.0f %14.0f %14.0f %7.1f%% %12d\n", p.name, p.offered, p.goodOffered, p.forwarded, 100*p.loss(), p.xdpDropped)
+		}
+		fmt.Fprintf(&b, "split on / no flood: %.2fx   split off / no flood: %.2fx\n", r[0].forwarded/r[2].forwarded, r[1].forwarded/r[2].forwarded)
+	}
+	t.Log(b.String())
+}
