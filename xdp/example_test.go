@@ -4,6 +4,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/xdp"
 )
@@ -53,5 +54,35 @@ func Example() {
 		}
 		// The frames are ours: drop them by refilling.
 		s.Fill().FillFrom(batch[:n], u.FrameMask())
+	}
+}
+
+// Splitting a pipeline: its first filter rules that the XDP program can
+// run are loaded into the attached program as data; frames they decide
+// are dropped or passed before any socket sees them. A later LoadRules
+// replaces the set atomically, without reloading the program.
+func ExampleProgram_LoadRules() {
+	_, plan, err := pipelines.LoadOffloadFile("pipeline.yaml", pipelines.OffloadAuto)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(plan.Explain()) // which rules moved, and the rule that stopped the prefix
+	p, err := xdp.LoadProgram(xdp.ProgramOptions{Interface: "eth0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	rules := xdp.OffloadRules(plan.Kernel) // the same struct, field for field
+	gen, err := p.LoadRules(&rules)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... later: what each kernel rule decided.
+	hits, err := p.RuleCounters(gen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, h := range hits {
+		log.Printf("rule[%d] %s: %d packets", i, plan.Rules[i].Action, h.Packets)
 	}
 }

@@ -59,6 +59,7 @@ type flags struct {
 	ifaces                                      []string
 	workers                                     int
 	logFormat, logLevel, onLinkLoss, pass       string
+	offload                                     string
 	statsInterval                               time.Duration
 }
 
@@ -91,6 +92,7 @@ Flags override the config file's fields. Exit codes: 0 clean stop,
 	fl.IntVar(&f.workers, "workers", -2, "worker goroutines per queue (0: inline; default: the config's, else the pipeline's)")
 	fl.StringVar(&f.cpus, "cpus", "", "CPUs for the queues' I/O loops, in order: 1,2,3")
 	fl.StringVar(&f.pass, "pass", "", "what the pass verdict does: refuse (the pipeline is refused) or drop")
+	fl.StringVar(&f.offload, "offload", "", "split the pipeline with the XDP program: auto (its first drop/pass filter rules run in the kernel) or none")
 	fl.StringVar(&f.onLinkLoss, "on-link-loss", "", "exit or continue when an interface disappears")
 	fl.DurationVar(&f.statsInterval, "stats-interval", -1, "log a stats line this often (0: never)")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json")
@@ -194,6 +196,9 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 	}
 	if f.pass != "" {
 		cfg.Pass = f.pass
+	}
+	if f.offload != "" {
+		cfg.Offload = f.offload
 	}
 	if f.onLinkLoss != "" {
 		cfg.OnLinkLoss = f.onLinkLoss
