@@ -91,10 +91,12 @@ func readEthernetPackets(t *testing.T, path string) [][]byte {
 }
 
 // kernelShape reports whether the kernel's parser should decide a packet
-// the workers parsed into m (p its bytes): class OK, IPv4 without AH, or
-// IPv6 without extension headers.
+// the workers parsed into m (p its bytes): class OK, IP right after
+// Ethernet and at most 2 VLAN tags (not below PPPoE or MPLS, which the
+// kernel leaves to the workers), IPv4 without AH, or IPv6 without
+// extension headers.
 func kernelShape(p []byte, m *rings.Meta) bool {
-	if m.Class != rings.ClassOK {
+	if m.Class != rings.ClassOK || int(m.L3Off) != 14+4*int(m.NumVLANs) {
 		return false
 	}
 	switch {
