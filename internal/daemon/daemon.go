@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	if err := xdp.Probe(); err != nil {
-		return nil, explain("this kernel", err)
+		return nil, explain("AF_XDP", err)
 	}
 	for _, in := range cfg.Interfaces {
 		d.ifaces = append(d.ifaces, in.Name)
@@ -405,6 +406,8 @@ func uniqueValues(m map[string]string) []string {
 // can fix, how.
 func explain(what string, err error) error {
 	switch {
+	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && strings.Contains(err.Error(), "CAP_NET_ADMIN"):
+		return fmt.Errorf("%s: %w", what, err) // xdp already named the capabilities
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%s: %w: warpflowd needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (run it as root or through the systemd unit in cmd/warpflowd)", what, err)
 	case errors.Is(err, syscall.EBUSY):

@@ -678,3 +678,51 @@ func TestLiveInterfaceDeletion(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestSetupErrors: each setup failure is one line naming the cause and the
+// fix, with exit 1 (2 for a bad pipeline or config), and nothing attached.
+func TestSetupErrors(t *testing.T) {
+	requireLive(t, "setpriv")
+	bin := daemonBinary(t)
+	pipeline := "../../testdata/live/lab-forward.yaml"
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nstages: [{name: a, type: nope}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  *exec.Cmd
+		code int
+		want []string
+	}{
+		{"missing interface", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch0", "--port", "out0=nosuch0"),
+			1, []string{"nosuch0", "not found", "ip link"}},
+		{"no permission", exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			bin, "--pipeline", pipeline, "--iface", "nosuch1", "--port", "out0=nosuch1"),
+			1, []string{"CAP_NET_ADMIN", "CAP_BPF", "operation not permitted"}},
+		{"bad pipeline", exec.Command(bin, "--pipeline", bad, "--iface", "nosuch1"), 2, []string{"bad.yaml:2:", `unknown stage type "nope"`}},
+		{"pass on AF_XDP", exec.Command(bin, "--pipeline", "../../pipelines/default.yaml", "--iface", "nosuch1"), 1, []string{"to-kernel", "pass: drop"}},
+		{"bad flag value", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch1", "--attach", "fast"), 2, []string{`attach "fast"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// No case may get as far as attaching (they name no real
+			// interface); the timer ends one that would run regardless.
+			timer := time.AfterFunc(10*time.Second, func() { tc.cmd.Process.Kill() })
+			defer timer.Stop()
+			out, err := tc.cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+				t.Fatalf("err %v, want exit %d; output:\n%s", err, tc.code, out)
+			}
+			msg := strings.TrimSpace(string(out))
+			if strings.Contains(msg, "\n") {
+				t.Errorf("more than one line:\n%s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("output lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
