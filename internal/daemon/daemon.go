@@ -33,6 +33,7 @@ type Daemon struct {
 	// ifaces are every interface the daemon uses, receiving or not.
 	ifaces []string
 	queues []*queue
+	shared []*afxdp.SharedUMEM // closed after the queues
 
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
@@ -110,8 +111,16 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, qi := range queues {
-			qq, err := d.openQueue(in.Name, qi, bind, outputs, portIface, inPort)
+		var shared *afxdp.SharedUMEM
+		if cfg.UMEM.Shared {
+			shared, err = afxdp.NewSharedUMEM(xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom}, len(queues))
+			if err != nil {
+				return nil, explain("interface "+in.Name, err)
+			}
+			d.shared = append(d.shared, shared)
+		}
+		for part, qi := range queues {
+			qq, err := d.openQueue(in.Name, qi, bind, outputs, portIface, inPort, shared, part)
 			if err != nil {
 				return nil, err
 			}
@@ -120,6 +129,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			}
 			d.log.Info("queue up", "interface", in.Name, "queue", qi,
 				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
+				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
 				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu)
 			inPort++
 		}
@@ -160,7 +170,7 @@ func (d *Daemon) portInterfaces() (map[string]string, error) {
 	return m, nil
 }
 
-func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []string, portIface map[string]string, inPort uint16) (*queue, error) {
+func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []string, portIface map[string]string, inPort uint16, shared *afxdp.SharedUMEM, part int) (*queue, error) {
 	cfg := d.cfg
 	so := xdp.DefaultSocketOptions(iface, qi)
 	so.RXSize, so.TXSize = cfg.Rings.RX, cfg.Rings.TX
@@ -168,7 +178,7 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	so.Bind = bind
 	so.BusyPoll = xdp.BusyPollOptions{Prefer: cfg.BusyPoll.Prefer, Usec: cfg.BusyPoll.Usec, Budget: cfg.BusyPoll.Budget}
 	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
-		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so,
+		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
 		UMEM: xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
 	})
 	if err != nil {
@@ -367,6 +377,11 @@ func (d *Daemon) Close() error {
 	d.closeOnce.Do(func() {
 		for _, qq := range d.queues {
 			if err := qq.q.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, sh := range d.shared {
+			if err := sh.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}

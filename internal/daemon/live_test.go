@@ -257,7 +257,6 @@ interfaces:
   - {name: dp0, attach: native, bind: auto}
   - {name: dp1, receive: false, bind: auto}
 ports: {out0: dp1}
-umem: {frames: 4096, frame_size: 4096}
 workers_per_queue: 0
 stats_interval: 0s
 %s`, abs, extra)
@@ -539,16 +538,31 @@ func waitReceived(t *testing.T, d *daemonProc, want uint64) {
 // and the sink still gets exactly the replay's frames (as a multiset: the
 // two queues' orders interleave), with the counters summed over queues.
 func TestLiveMultiQueue(t *testing.T) {
+	t.Run("umem per queue", func(t *testing.T) { testMultiQueue(t, "") })
+	t.Run("shared umem", func(t *testing.T) { testMultiQueue(t, "umem: {frames: 4096, frame_size: 4096, shared: true}\n") })
+}
+
+func testMultiQueue(t *testing.T, extra string) {
 	requireLive(t, "tcpreplay", "tcpdump")
 	const pipeline = "../../testdata/live/lab-forward.yaml"
 	const capture = "../../testdata/captures/mixed.pcap"
 	want, wantFrames := replayOracle(t, pipeline, capture)
 	topo := newLabQueues(t, 2)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, ""), "--stats-interval", "50ms")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, extra+"track_frames: true\n"), "--stats-interval", "50ms", "--log-level", "debug")
 	d.waitFor(t, "running", 10*time.Second)
-	if ups := d.all("queue up"); len(ups) != 2 || num(ups[0], "queue") != 0 || num(ups[1], "queue") != 1 {
+	ups := d.all("queue up")
+	if len(ups) != 2 || num(ups[0], "queue") != 0 || num(ups[1], "queue") != 1 {
 		t.Fatalf("queue up lines %v, want queues 0 and 1 of dp0", ups)
+	}
+	wantUMEM := "own"
+	if strings.Contains(extra, "shared: true") {
+		wantUMEM = "shared"
+	}
+	for _, up := range ups {
+		if up["umem"] != wantUMEM {
+			t.Errorf("queue %v: umem %v, want %s", up["queue"], up["umem"], wantUMEM)
+		}
 	}
 	sent := tcpreplay(t, topo, capture, 20000)
 	waitReceived(t, d, uint64(sent))
@@ -566,6 +580,14 @@ func TestLiveMultiQueue(t *testing.T) {
 	}
 	if num(st, "frames", "total") != 2*4096 {
 		t.Errorf("frame total %d, want two queues of 4096", num(st, "frames", "total"))
+	}
+	// The 88 flows of the capture spread over both queues.
+	var perQueue []uint64
+	for _, q := range d.all("final stats (queue)") {
+		perQueue = append(perQueue, num(q, "stats", "received"))
+	}
+	if len(perQueue) != 2 || perQueue[0] == 0 || perQueue[1] == 0 || perQueue[0]+perQueue[1] != want.Received {
+		t.Errorf("received per queue %v, want both non-zero, summing to %d", perQueue, want.Received)
 	}
 	count := map[string]int{}
 	for _, f := range wantFrames {
