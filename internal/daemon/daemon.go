@@ -179,6 +179,7 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	so.BusyPoll = xdp.BusyPollOptions{Prefer: cfg.BusyPoll.Prefer, Usec: cfg.BusyPoll.Usec, Budget: cfg.BusyPoll.Budget}
 	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
 		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
+		ForceTXCopy: cfg.TXCopy,
 		UMEM: xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
 	})
 	if err != nil {
@@ -191,7 +192,10 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	}
 	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
 	for port, out := range portIface {
-		outs.Ports[port] = q.TX(out)
+		outs.Ports[port] = q.Output(out)
+	}
+	for out, c := range q.Copies() {
+		d.log.Warn("output copies packets", "interface", out, "queue", qi, "reason", c.Reason())
 	}
 	if cfg.Pass == "drop" {
 		outs.Pass = refusePass{}
