@@ -22,13 +22,13 @@ import (
 // Transmit returns, so it is no dataplane.Completer); its own frames come
 // back from its completion ring to its own free stack.
 type CopyPort struct {
-	inner   *Port // over the port's own UMEM and arena
-	arena   *rings.Arena
-	umem    *xdp.UMEM
-	copies  []rings.Desc
-	done    []rings.Desc
-	reason  string
-	copied  atomic.Uint64
+	inner  *Port // over the port's own UMEM and arena
+	arena  *rings.Arena
+	umem   *xdp.UMEM
+	copies []rings.Desc
+	done   []rings.Desc
+	reason string
+	copied atomic.Uint64
 }
 
 // newCopyPort maps a UMEM like o's for a transmit socket on iface.

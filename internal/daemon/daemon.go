@@ -180,7 +180,7 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
 		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
 		ForceTXCopy: cfg.TXCopy,
-		UMEM: xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
+		UMEM:        xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
 	})
 	if err != nil {
 		return nil, explain(fmt.Sprintf("open %s queue %d", iface, qi), err)
