@@ -38,6 +38,9 @@ type Counts struct {
 	// Passed too.
 	XDPDropped uint64 `json:"xdp_dropped"`
 	XDPPassed  uint64 `json:"xdp_passed"`
+	// TXCopied counts packets an output copied into a UMEM of its own
+	// because it could not share the receiving queue's (afxdp.CopyPort).
+	TXCopied uint64 `json:"tx_copied"`
 	// Kernel counts frames the kernel dropped before the engine saw them
 	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
 	// descriptors), by reason.
@@ -99,6 +102,7 @@ func (d *Daemon) Stats() Stats {
 		for k, v := range qs.Drops {
 			t.Drops[k] += v
 		}
+		t.TXCopied += qs.TXCopied
 		t.Redirected += qs.Redirected
 		t.NoSocket += qs.NoSocket
 		t.XDPDropped += qs.XDPDropped
@@ -140,6 +144,9 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 			qs.Redirected, qs.NoSocket = c.Redirected, c.NoSocket
 			addKernelVerdicts(&qs, c)
 		}
+	}
+	for _, c := range qq.q.Copies() {
+		qs.TXCopied += c.Copied()
 	}
 	for _, p := range qq.q.Ports() {
 		qs.Ports[p.Name()] = p.Counters()
@@ -184,7 +191,7 @@ func (d *Daemon) logStats(msg string) {
 	d.log.Info(msg,
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"balanced", t.Balanced, "drops", t.Drops, "kernel_drops", t.Kernel,
-		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed,
+		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed, "tx_copied", t.TXCopied,
 		"frames", t.Frames, "link_losses", s.LinkLosses)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
