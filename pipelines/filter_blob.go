@@ -367,3 +367,16 @@ func (p *FilterProgram) AllTerminal() bool {
 	}
 	return true
 }
+
+// FilterKeyOfPacket parses packet p as the parse stage does (tunnels as
+// its option says) and computes its key: the CPU path of a backend that
+// classifies on another processor, for the packets that processor hands
+// back. It neither allocates nor keeps p.
+func FilterKeyOfPacket(p []byte, tunnels bool, k *FilterKey) {
+	var m rings.Meta
+	if !decodeFast(p, &m, tunnels) {
+		resetParsed(&m)
+		m.Class = decodeEthernet(p, &m, tunnels)
+	}
+	filterKey(&m, k)
+}
