@@ -6,8 +6,10 @@ import (
 
 // complete acts on the verdicts of a processed batch, in packet order:
 // transmit, drop or pass each packet, write samples, count everything, and
-// give every frame back to the port it came from. It runs on the I/O loop
-// only. No allocation: the per-port lists are preallocated to the batch size.
+// give every frame back to the port it came from, except those a Completer
+// accepted (they come back through pollCompletions). It runs on the I/O
+// loop only. No allocation: the per-port lists are preallocated to the
+// batch size.
 func (e *Engine) complete(b *rings.Batch) {
 	c := &e.counts
 	c.batches++
@@ -19,6 +21,8 @@ func (e *Engine) complete(b *rings.Batch) {
 		e.txList[i] = e.txList[i][:0]
 	}
 	e.passList = e.passList[:0]
+	hold := e.holds
+	e.recycle = e.recycle[:0]
 	for i := range b.Descs {
 		d := b.Descs[i]
 		m := &b.Meta[i]
@@ -37,6 +41,9 @@ func (e *Engine) complete(b *rings.Batch) {
 			if int(m.Target) < nReasons {
 				c.dropPackets[m.Target]++
 				c.dropBytes[m.Target] += uint64(d.Len)
+				if hold {
+					e.recycle = append(e.recycle, d)
+				}
 				continue
 			}
 		case rings.VerdictPass:
@@ -45,6 +52,9 @@ func (e *Engine) complete(b *rings.Batch) {
 			} else {
 				c.passPackets++
 				c.passBytes += uint64(d.Len)
+				if hold {
+					e.recycle = append(e.recycle, d)
+				}
 			}
 			continue
 		}
@@ -52,15 +62,24 @@ func (e *Engine) complete(b *rings.Batch) {
 		// a pipeline bug, counted rather than lost.
 		c.dropPackets[nReasons+engineNoVerdict]++
 		c.dropBytes[nReasons+engineNoVerdict] += uint64(d.Len)
+		if hold {
+			e.recycle = append(e.recycle, d)
+		}
 	}
 	for p, list := range e.txList {
 		if len(list) == 0 {
 			continue
 		}
-		e.transmit(p, list, sumLen(list))
+		n := e.transmit(p, list, sumLen(list))
+		if hold {
+			e.keep(e.outComp[p], list, n)
+		}
 	}
 	if len(e.passList) > 0 {
-		e.sendPass(e.passList)
+		n := e.sendPass(e.passList)
+		if hold {
+			e.keep(e.passComp, e.passList, n)
+		}
 	}
 	for k := range e.samples {
 		s := &e.samples[k]
@@ -73,8 +92,29 @@ func (e *Engine) complete(b *rings.Batch) {
 			s.list = s.list[:0]
 		}
 	}
-	e.trackRecycled(b)
-	e.in.Recycle(b.Descs)
+	if hold {
+		e.recycleFrames(e.recycle)
+	} else {
+		e.recycleFrames(b.Descs)
+	}
+}
+
+// keep sorts an output's list after its transmit accepted n of it: a
+// Completer (k >= 0) keeps the accepted prefix, everything else goes on
+// the recycle list.
+func (e *Engine) keep(k int, list []rings.Desc, n int) {
+	if k < 0 {
+		e.recycle = append(e.recycle, list...)
+		return
+	}
+	e.accepted(k, list[:n])
+	e.recycle = append(e.recycle, list[n:]...)
+}
+
+// recycleFrames gives frames the engine is done with back to the input port.
+func (e *Engine) recycleFrames(descs []rings.Desc) {
+	e.trackRecycled(descs)
+	e.in.Recycle(descs)
 }
 
 // sample decides, in receive order, which candidates each sampler keeps.
@@ -112,9 +152,7 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 		c := &e.counts
 		c.received += uint64(len(b.Descs))
 		c.receivedBytes += o.Bytes
-		e.transmit(int(o.Target), b.Descs, o.Bytes)
-		e.trackRecycled(b)
-		e.in.Recycle(b.Descs)
+		e.transmitAll(int(o.Target), b.Descs, o.Bytes)
 		return true
 	}
 	m0 := &b.Meta[0]
@@ -133,17 +171,26 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 	c := &e.counts
 	c.received += uint64(len(b.Descs))
 	c.receivedBytes += bytes
-	e.transmit(int(t), b.Descs, bytes)
-	e.trackRecycled(b)
-	e.in.Recycle(b.Descs)
+	e.transmitAll(int(t), b.Descs, bytes)
 	return true
+}
+
+// transmitAll sends a whole batch's descriptors on port p and recycles what
+// the port does not keep.
+func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
+	n := e.transmit(p, descs, bytes)
+	if k := e.outComp[p]; k >= 0 {
+		e.accepted(k, descs[:n])
+		descs = descs[n:]
+	}
+	e.recycleFrames(descs)
 }
 
 // transmit sends list, of bytes bytes in all, on output port p and counts
 // each packet as transmitted or, when the port refused it, dropped as
 // tx_full (tx_error when the port also returned an error, which the run
-// reports at its end).
-func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) {
+// reports at its end). It returns how many the port accepted.
+func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
 	c := &e.counts
 	n, err := e.out[p].Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
@@ -160,13 +207,14 @@ func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) {
 		e.noteTxError(p, err)
 	}
 	e.countRefused(list[n:], reason)
+	return n
 }
 
 // sendPass hands list to the pass port and counts each packet as passed or,
 // when the port refused it, dropped as pass_full (pass_error when the port
 // also returned an error), so a pass port that takes only part of a batch
-// loses nothing silently.
-func (e *Engine) sendPass(list []rings.Desc) {
+// loses nothing silently. It returns how many the port accepted.
+func (e *Engine) sendPass(list []rings.Desc) int {
 	c := &e.counts
 	n, err := e.pass.Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
@@ -180,6 +228,7 @@ func (e *Engine) sendPass(list []rings.Desc) {
 		e.notePassError(err)
 	}
 	e.countRefused(list[n:], reason)
+	return n
 }
 
 // countRefused counts the packets an output refused as drops with reason.

@@ -1,21 +1,42 @@
 // Package dataplane is Warpflow's engine: ports that receive and transmit
 // batches (pcap replay, pcap writer, null; AF_XDP to come), the Engine that
-// drives one compiled pipeline over one input port on a pool of persistent
-// workers, the accounting of every packet, and replay with golden
+// drives one compiled pipeline over one input port through an executor
+// (persistent CPU workers by default), the accounting of every packet, and replay with golden
 // comparison.
 //
 // # The engine's loop
 //
 // One goroutine, the I/O loop, owns the ports and the arena's free stack.
-// It receives a batch into the next free slot of the worker pool, submits
-// it, and, strictly in slot order, takes back completed batches and acts on
+// It receives a batch into the next free slot of the executor (a
+// workers.Pool of CPU workers, or any workers.Executor that
+// Options.NewExecutor makes, such as a GPU backend), submits it, and,
+// strictly in slot order, takes back completed batches and acts on
 // each packet's verdict: transmit (grouped per output port), drop (counted
 // by reason), pass, and sample. Then it recycles every frame to the port it
-// came from. Workers only ever touch the batches they hold, so nothing on
-// this path takes a lock, and because completions are handled in receive
-// order, outputs and counters are the same for any worker count and batch
-// size (TestDeterministicAcrossWorkers). With zero workers the pipeline runs
+// came from, except the frames a Completer output accepted. Workers only
+// ever touch the batches they hold, so nothing on this path takes a lock,
+// and because completions are handled in receive order, outputs and
+// counters are the same for any worker count and batch size
+// (TestDeterministicAcrossWorkers). With zero workers the pipeline runs
 // inline in the I/O loop: the fastest mode on one core.
+//
+// # Frame ownership and lifetimes
+//
+// A frame received from the input port is the engine's (in a batch, a
+// slot, or being completed) until the engine hands it on:
+//   - dropped, passed to a pass port that only borrows, refused by an
+//     output, or transmitted on a port that only borrows (pcap writer, null
+//     port): back to the input port through Recycle in the same loop turn
+//     that completed its batch. A borrowing port is done with the bytes
+//     when Transmit returns.
+//   - accepted by a Completer (AF_XDP TX): the port's, and the kernel's,
+//     until the port returns it from Complete. The engine polls Complete
+//     every loop turn and recycles what comes back to the input port; at
+//     the end of a run it waits up to Options.DrainTimeout and counts what
+//     never came back as lost (ErrFramesLost), never silently.
+//
+// A sample sink only borrows (it copies the bytes): a sampled frame also
+// goes on to its verdict, so a Completer cannot be a sink.
 //
 // # Accounting
 //
@@ -28,10 +49,12 @@
 //
 // # Hazards
 //
-// Transmit borrows frames only until it returns; a port that must hold them
-// longer (AF_XDP TX until completion) will need a completion path before it
-// can be an output. Preloaded replay loops frames in place: a packet's
-// second pass sees what the pipeline wrote on its first (a MAC swap swaps
-// back, a TTL decrement keeps decrementing), which is why benchmarks use
-// idempotent rewrites.
+// A Completer that returns a frame twice, or one it never took, would put
+// one frame in two places; the engine refuses to recycle more than a port
+// holds and reports it, and the TrackFrames mode names the frame and both
+// places at the first such move.
+//
+// Preloaded replay loops frames in place: a packet's second pass sees what
+// the pipeline wrote on its first (a MAC swap swaps back, a TTL decrement
+// keeps decrementing), which is why benchmarks use idempotent rewrites.
 package dataplane

@@ -31,12 +31,71 @@ type Options struct {
 	// (every frame back on the free stack exactly once). It costs a few ns
 	// per packet; use it in tests and when debugging a port.
 	TrackFrames bool
+	// NewExecutor, when set, makes the executor that runs the pipeline on
+	// the engine's batches (a GPU backend, say); the engine then always
+	// hands batches through it, whatever Workers says. Nil runs Workers
+	// CPU workers (NewCPUExecutor), or inline when Workers is zero.
+	NewExecutor func(ExecutorConfig) (workers.Executor, error)
+	// DrainTimeout bounds the wait at the end of a run for frames that
+	// Completer outputs still hold (AF_XDP TX awaiting completion). Frames
+	// not back by then are counted as lost and Run returns ErrFramesLost.
+	// Zero means one second.
+	DrainTimeout time.Duration
+}
+
+// defaultDrainTimeout is DrainTimeout's zero value: far longer than any
+// completion takes on a working link, short enough for a daemon's stop.
+const defaultDrainTimeout = time.Second
+
+// ExecutorConfig is what an executor factory gets to build an executor for
+// one engine.
+type ExecutorConfig struct {
+	// Graph is the compiled pipeline the engine runs.
+	Graph *pipelines.Graph
+	// Runners are the pipeline's per-worker runners, max(Workers, 1) of
+	// them; runner i belongs to worker i. The engine's Report sums their
+	// counters, so an executor that does a runner's work elsewhere (on a
+	// GPU) must still account it there or run the runner.
+	Runners []*pipelines.Runner
+	// Arena holds every frame the batches' descriptors name.
+	Arena *rings.Arena
+	// BatchSize is the capacity of every batch the executor hands out:
+	// NewBatch makes such batches over Arena.
+	BatchSize int
+	NewBatch  func() *rings.Batch
+	// Workers is the worker count asked for (the pipeline's setting or
+	// Options.Workers); Slots, a power of two, is the depth the engine
+	// suggests so that the handoff rarely sets the pace.
+	Workers int
+	Slots   int
+	// Idle is the workers' idle policy.
+	Idle workers.IdlePolicy
+}
+
+// NewCPUExecutor is the default executor factory: a workers.Pool of
+// c.Workers persistent goroutines (at least one), each running its own
+// runner.
+func NewCPUExecutor(c ExecutorConfig) (workers.Executor, error) {
+	n := max(c.Workers, 1)
+	if len(c.Runners) < n {
+		return nil, fmt.Errorf("cpu executor: %d runners for %d workers", len(c.Runners), n)
+	}
+	kernels := make([]workers.Kernel, n)
+	for i := range kernels {
+		kernels[i] = c.Runners[i]
+	}
+	wo := workers.DefaultOptions()
+	wo.Workers = n
+	wo.Slots = c.Slots
+	wo.NewBatch = c.NewBatch
+	wo.Idle = c.Idle
+	return workers.NewPool(wo, kernels)
 }
 
 // DefaultOptions returns options that take workers and batch size from the
 // pipeline and measure per-stage time.
 func DefaultOptions() Options {
-	return Options{Workers: -1, Timing: true, Idle: workers.DefaultIdlePolicy()}
+	return Options{Workers: -1, Timing: true, Idle: workers.DefaultIdlePolicy(), DrainTimeout: defaultDrainTimeout}
 }
 
 // Outputs names where each of the graph's tx ports, its pass verdicts and its
@@ -53,8 +112,9 @@ type Outputs struct {
 }
 
 // Engine runs one compiled pipeline over one input port: an I/O loop that
-// receives batches, hands them to a pool of persistent workers (or runs the
-// pipeline inline), and acts on the verdicts in receive order.
+// receives batches, hands them to an executor (by default a pool of
+// persistent CPU workers; Options.NewExecutor plugs in another backend) or
+// runs the pipeline inline, and acts on the verdicts in receive order.
 //
 // The I/O loop is the only goroutine that touches ports and the arena's free
 // stack; workers touch only the batches they hold. That single-owner rule is
@@ -74,11 +134,24 @@ type Engine struct {
 	nReasons int
 
 	runners []*pipelines.Runner
-	pool    *workers.Pool
+	exec    workers.Executor // nil: inline
 	inline  *rings.Batch
 
 	txList   [][]rings.Desc // per output port, scratch for one batch
 	passList []rings.Desc
+
+	// Completer outputs, each once (a port can be a tx port and the pass
+	// port). outComp maps a graph port index to its entry (-1: the port
+	// only borrows frames), passComp likewise for the pass port. When any
+	// output is a Completer (holds), complete builds recycle, the frames
+	// to give back now, instead of recycling the whole batch.
+	comps    []completer
+	outComp  []int
+	passComp int
+	holds    bool
+	recycle  []rings.Desc
+	compBuf  []rings.Desc
+	lost     int // frames no Completer gave back by the end of the drain
 	counts   counts
 	elapsed  time.Duration
 	tracker  *rings.Tracker // nil unless Options.TrackFrames
@@ -181,6 +254,29 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
+	if o.TrackFrames {
+		e.tracker = rings.NewTracker(a)
+		e.inFlight = e.tracker.Owner("in-flight")
+	}
+	if o.DrainTimeout < 0 {
+		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
+	}
+	if e.opts.DrainTimeout == 0 {
+		e.opts.DrainTimeout = defaultDrainTimeout
+	}
+	for k := range e.samples {
+		if _, ok := e.samples[k].sink.(Completer); ok {
+			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
+		}
+	}
+	for _, p := range e.out {
+		e.outComp = append(e.outComp, e.addCompleter(p))
+	}
+	e.passComp = e.addCompleter(e.pass)
+	if e.holds = len(e.comps) > 0; e.holds {
+		e.recycle = make([]rings.Desc, 0, e.batch)
+		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
+	}
 	e.nReasons = len(g.Reasons())
 	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
@@ -188,37 +284,39 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 	e.counts.dropPackets = make([]uint64, nReasons)
 	e.counts.dropBytes = make([]uint64, nReasons)
 
-	if o.TrackFrames {
-		e.tracker = rings.NewTracker(a)
-		e.inFlight = e.tracker.Owner("in-flight")
-	}
 	nRunners := max(e.workers, 1)
 	for range nRunners {
 		e.runners = append(e.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
 	}
-	if e.workers == 0 {
+	if e.workers == 0 && o.NewExecutor == nil {
 		e.inline = rings.NewBatch(e.batch, a)
 		return e, nil
 	}
-	kernels := make([]workers.Kernel, e.workers)
-	for i, r := range e.runners {
-		kernels[i] = r
+	batch := e.batch
+	cfg := ExecutorConfig{
+		Graph: g, Runners: e.runners, Arena: a, BatchSize: batch,
+		NewBatch: func() *rings.Batch { return rings.NewBatch(batch, a) },
+		Workers:  e.workers,
+		// Deep enough that the I/O loop rarely waits on a worker: with only
+		// a few slots per worker the handoff, not the pipeline, sets the pace.
+		Slots: 64,
+		Idle:  o.Idle,
 	}
-	wo := workers.DefaultOptions()
-	wo.Workers = e.workers
-	// Deep enough that the I/O loop rarely waits on a worker: with only a
-	// few slots per worker the handoff, not the pipeline, sets the pace.
-	wo.Slots = 64
-	for wo.Slots < 8*e.workers {
-		wo.Slots *= 2
+	for cfg.Slots < 8*e.workers {
+		cfg.Slots *= 2
 	}
-	wo.NewBatch = func() *rings.Batch { return rings.NewBatch(e.batch, a) }
-	wo.Idle = o.Idle
-	pool, err := workers.NewPool(wo, kernels)
+	newExec := o.NewExecutor
+	if newExec == nil {
+		newExec = NewCPUExecutor
+	}
+	ex, err := newExec(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start workers: %w", err)
 	}
-	e.pool = pool
+	if ex == nil {
+		return nil, errors.New("start workers: executor factory returned nil")
+	}
+	e.exec = ex
 	return e, nil
 }
 
@@ -227,14 +325,16 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 type Progress func(received uint64)
 
 // Run drives the engine until the input is exhausted (io.EOF), every
-// in-flight batch is done, and every frame is back with its port. It then
+// in-flight batch is done, and every frame is back with its port: frames
+// that Completer outputs hold are waited for up to Options.DrainTimeout,
+// and those still out then are counted as lost (ErrFramesLost). It then
 // stops the workers. An input error other than io.EOF stops the run after
 // draining what is in flight, and is returned.
 func (e *Engine) Run(progress Progress) (err error) {
 	start := time.Now()
 	defer func() {
-		if e.pool != nil {
-			if cerr := e.pool.Close(); cerr != nil && err == nil {
+		if e.exec != nil {
+			if cerr := e.exec.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("stop workers: %w", cerr)
 			}
 		}
@@ -251,10 +351,17 @@ func (e *Engine) Run(progress Progress) (err error) {
 			}
 		}
 	}()
-	if e.pool == nil {
-		return e.runInline(progress)
+	if e.exec == nil {
+		err = e.runInline(progress)
+	} else {
+		err = e.runExec(progress)
 	}
-	return e.runPool(progress)
+	derr := e.drainOutputs()
+	if err == nil && e.trackErr == nil {
+		// A tracker error names the frame and its places: it comes first.
+		err = derr
+	}
+	return err
 }
 
 func (e *Engine) runInline(progress Progress) error {
@@ -263,6 +370,7 @@ func (e *Engine) runInline(progress Progress) error {
 	tick := newTicker(progress)
 	idle := 0
 	for {
+		worked := e.pollCompletions()
 		b.Clear()
 		n, err := e.in.Receive(b)
 		e.trackReceived(b, 0)
@@ -273,6 +381,7 @@ func (e *Engine) runInline(progress Progress) error {
 			r.Process(b)
 			e.complete(b)
 			tick.maybe(e.counts.received)
+			worked = true
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -280,19 +389,18 @@ func (e *Engine) runInline(progress Progress) error {
 			}
 			return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
 		}
-		if n == 0 {
-			// Inline mode has nothing in flight, so a port with frames
-			// outstanding elsewhere cannot be waiting on us; a live port
-			// simply has nothing yet.
-			idle++
-			ioBackoff(idle)
-		} else {
+		if worked {
 			idle = 0
+			continue
 		}
+		// Nothing received and nothing completed: a live port has nothing
+		// yet, or every frame is out with a Completer.
+		idle++
+		ioBackoff(idle)
 	}
 }
 
-func (e *Engine) runPool(progress Progress) error {
+func (e *Engine) runExec(progress Progress) error {
 	var (
 		cur   *rings.Batch // acquired, not yet submitted
 		inErr error
@@ -300,19 +408,19 @@ func (e *Engine) runPool(progress Progress) error {
 		tick  = newTicker(progress)
 	)
 	for {
-		worked := false
+		worked := e.pollCompletions()
 		for {
-			b, ok := e.pool.Completed()
+			b, ok := e.exec.Completed()
 			if !ok {
 				break
 			}
 			e.complete(b)
-			e.pool.Release()
+			e.exec.Release()
 			worked = true
 		}
 		if inErr == nil {
 			if cur == nil {
-				if b, ok := e.pool.Acquire(); ok {
+				if b, ok := e.exec.Acquire(); ok {
 					cur = b
 				}
 			}
@@ -327,7 +435,7 @@ func (e *Engine) runPool(progress Progress) error {
 					inErr = err
 				}
 				if cur.Len() > 0 && (n == 0 || cur.Len() == cur.Cap() || err != nil) {
-					e.pool.Submit()
+					e.exec.Submit()
 					cur = nil
 					worked = true
 				} else if n > 0 {
@@ -335,17 +443,12 @@ func (e *Engine) runPool(progress Progress) error {
 				}
 			}
 		} else if cur != nil && cur.Len() > 0 {
-			e.pool.Submit()
+			e.exec.Submit()
 			cur = nil
 		}
-		if inErr != nil && cur == nil && e.pool.InFlight() == 0 {
-			if errors.Is(inErr, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
-		}
-		if inErr != nil && cur != nil && cur.Len() == 0 && e.pool.InFlight() == 0 {
-			// Acquired a slot we never filled: nothing left to do.
+		if inErr != nil && (cur == nil || cur.Len() == 0) && e.exec.InFlight() == 0 {
+			// Everything received is done (a slot acquired and never
+			// filled holds nothing).
 			if errors.Is(inErr, io.EOF) {
 				return nil
 			}
@@ -398,13 +501,13 @@ func (e *Engine) trackReceived(b *rings.Batch, from int) {
 	}
 }
 
-// trackRecycled records, in TrackFrames mode, that the batch's frames go
-// back to their port.
-func (e *Engine) trackRecycled(b *rings.Batch) {
+// trackRecycled records, in TrackFrames mode, that frames go back to the
+// input port.
+func (e *Engine) trackRecycled(descs []rings.Desc) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
-	if err := e.tracker.MoveDescs(b.Descs, e.inFlight, rings.OwnerFree); err != nil {
+	if err := e.tracker.MoveDescs(descs, e.inFlight, rings.OwnerFree); err != nil {
 		e.trackErr = fmt.Errorf("frame coming back from the pipeline: %w", err)
 	}
 }

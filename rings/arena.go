@@ -3,6 +3,7 @@ package rings
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Arena is the frame arena: one contiguous region carved into fixed-size,
@@ -42,17 +43,61 @@ func DefaultArenaOptions() ArenaOptions {
 
 // NewArena allocates an arena with every frame free.
 func NewArena(o ArenaOptions) (*Arena, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return newArena(make([]byte, o.Frames*o.FrameSize), o), nil
+}
+
+// MemAlign is the alignment NewArenaOn requires of the memory it is given:
+// a page, as the kernel requires of a UMEM and the CUDA driver gives pinned
+// host memory. (On a system with larger pages, the caller that maps a UMEM
+// checks the real page size too.)
+const MemAlign = 4096
+
+// ErrArenaMemory is wrapped by NewArenaOn's errors for memory it cannot
+// carve into o.Frames frames.
+var ErrArenaMemory = errors.New("arena memory unusable")
+
+// NewArenaOn returns an arena over caller-supplied memory (the UMEM that
+// xdp/ maps, pinned host memory shared with a GPU), with every frame free.
+// mem must start at a MemAlign boundary and hold at least
+// o.Frames*o.FrameSize bytes; the arena uses that prefix. The arena never
+// frees or resizes mem: the caller keeps it mapped for as long as the arena
+// and any descriptor into it are in use, and unmaps it only after.
+func NewArenaOn(mem []byte, o ArenaOptions) (*Arena, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	n := o.Frames * o.FrameSize
+	if len(mem) < n {
+		return nil, fmt.Errorf("memory of %d bytes for %d frames of %d (%d bytes): %w", len(mem), o.Frames, o.FrameSize, n, ErrArenaMemory)
+	}
+	// reflect, not unsafe, for the address: rings stays free of unsafe.
+	if p := reflect.ValueOf(mem).Pointer(); p%MemAlign != 0 {
+		return nil, fmt.Errorf("memory at %#x: not aligned to %d bytes: %w", p, MemAlign, ErrArenaMemory)
+	}
+	return newArena(mem[:n:n], o), nil
+}
+
+func (o ArenaOptions) validate() error {
 	if o.FrameSize < 2048 || o.FrameSize > 65536 || o.FrameSize&(o.FrameSize-1) != 0 {
-		return nil, fmt.Errorf("frame size %d: must be a power of two in [2048, 65536]", o.FrameSize)
+		return fmt.Errorf("frame size %d: must be a power of two in [2048, 65536]", o.FrameSize)
 	}
 	if o.Frames <= 0 || o.Frames > 1<<22 {
-		return nil, fmt.Errorf("frame count %d: must be in [1, %d]", o.Frames, 1<<22)
+		return fmt.Errorf("frame count %d: must be in [1, %d]", o.Frames, 1<<22)
 	}
 	if o.Headroom < 0 || o.Headroom >= o.FrameSize/2 {
-		return nil, fmt.Errorf("headroom %d: must be in [0, %d)", o.Headroom, o.FrameSize/2)
+		return fmt.Errorf("headroom %d: must be in [0, %d)", o.Headroom, o.FrameSize/2)
 	}
+	return nil
+}
+
+// newArena makes an arena over mem (validated: o.Frames frames of
+// o.FrameSize) with every frame free.
+func newArena(mem []byte, o ArenaOptions) *Arena {
 	a := &Arena{
-		mem:       make([]byte, o.Frames*o.FrameSize),
+		mem:       mem,
 		frameSize: o.FrameSize,
 		headroom:  o.Headroom,
 		free:      make([]uint64, o.Frames),
@@ -62,7 +107,7 @@ func NewArena(o ArenaOptions) (*Arena, error) {
 	for i := range a.free {
 		a.free[i] = uint64((o.Frames - 1 - i) * o.FrameSize)
 	}
-	return a, nil
+	return a
 }
 
 // FrameSize returns the size of one frame in bytes.

@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,48 @@ func TestArenaZeroAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Alloc/Free/AllocN/FreeN allocate %.1f times per run", allocs)
+	}
+}
+
+// TestNewArenaOn builds arenas over caller memory: every frame free, the
+// arena's memory is the caller's (a write through one shows in the other),
+// and memory too short or misaligned is refused with ErrArenaMemory.
+func TestNewArenaOn(t *testing.T) {
+	o := ArenaOptions{Frames: 8, FrameSize: 2048, Headroom: 256}
+	// Large enough that Go's allocator hands out whole pages: page-aligned.
+	backing := make([]byte, 1<<20)
+	a, err := NewArenaOn(backing, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Frames() != 8 || a.FreeFrames() != 8 || len(a.Mem()) != 8*2048 || cap(a.Mem()) != 8*2048 {
+		t.Fatalf("arena %d/%d frames, mem %d/%d", a.FreeFrames(), a.Frames(), len(a.Mem()), cap(a.Mem()))
+	}
+	addr, ok := a.Alloc()
+	if !ok || addr != 256 {
+		t.Fatalf("first alloc %#x %v, want 0x100", addr, ok)
+	}
+	a.Frame(addr)[300] = 0xab
+	if backing[300] != 0xab {
+		t.Fatal("arena does not sit on the caller's memory")
+	}
+	a.Free(addr)
+	for _, tc := range []struct {
+		name string
+		mem  []byte
+		o    ArenaOptions
+		want string
+	}{
+		{"too short", backing[:8*2048-1], o, "memory of 16383 bytes"},
+		{"misaligned", backing[64:], o, "not aligned"},
+		{"bad options", backing, ArenaOptions{Frames: 0, FrameSize: 2048}, "frame count 0"},
+	} {
+		_, err := NewArenaOn(tc.mem, tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want it to mention %q", tc.name, err, tc.want)
+		}
+		if tc.name != "bad options" && !errors.Is(err, ErrArenaMemory) {
+			t.Errorf("%s: %v does not wrap ErrArenaMemory", tc.name, err)
+		}
 	}
 }

@@ -41,6 +41,34 @@
 // handoff is a Store by the owner followed by a Load by the next owner, so
 // plain reads and writes of the batch itself need no further fencing.
 //
+// # The Executor contract
+//
+// Executor is the interface the engine drives; Pool is its CPU
+// implementation and a GPU backend is another. Any implementation keeps the
+// protocol above, whatever its slots are made of (a Pool slot holds a Go
+// pointer to a batch; a GPU slot is one flat pinned record of status word,
+// count, descriptors and verdicts, into which the backend copies the
+// batch's descriptors at Submit and from which it copies verdicts back
+// before Completed reports done):
+//
+//   - Slots are used in sequence order with a lap in the status word:
+//     free -> ready (Submit) -> busy (claimed) -> done (processed) -> free
+//     (Release). Completed returns batches strictly in submission order.
+//   - Between Acquire and Submit the batch, and the frames its descriptors
+//     name, belong to the producer; between Submit and the Completed that
+//     returns it they belong to the executor, which may read and write
+//     frame bytes and Meta in place but must not keep any of it after
+//     marking the slot done; between Completed and Release they belong to
+//     the consumer, which hands the frames on (transmit, drop, pass) before
+//     Release. Release returns only the slot: the frames left with the
+//     consumer.
+//   - The executor never allocates, frees or recycles frames, and never
+//     drops a batch: every submitted batch completes exactly once, also
+//     across Close.
+//   - Verdicts are what the Kernel would have written: an executor that
+//     cannot handle a packet (a GPU's parser outside its common case) runs
+//     the CPU Kernel on it, so results do not depend on the executor.
+//
 // # Idle back-off and wake-ups
 //
 // A worker that finds no ready slot polls IdlePolicy.Spins times, then
