@@ -14,6 +14,9 @@ type backend interface {
 	// hostAlloc returns zeroed memory both sides can reach, and its
 	// address on the kernel's side.
 	hostAlloc(n int) (mem []byte, dptr uint64, err error)
+	// hostRegister makes mem (kept alive by the caller) reachable by the
+	// kernel and returns its address there.
+	hostRegister(mem []byte) (dptr uint64, err error)
 	// upload places a blob and zeroed counters (2*(rules+1) words) where
 	// the kernel reads them, returning their handles.
 	upload(b *pipelines.FilterBlob) (blob, counters uint64, err error)

@@ -27,8 +27,12 @@ type Options struct {
 	// SlotCap is the most packets per slot, 1..65536.
 	SlotCap int
 	// ArenaBytes is the size of the pinned frame memory, a multiple of
-	// FrameSize.
+	// FrameSize, allocated with cuMemHostAlloc. Ignored when Arena is set.
 	ArenaBytes int
+	// Arena, when set, is existing frame memory (a rings.Arena's Mem, a
+	// UMEM) to register with cuMemHostRegister instead; the caller keeps
+	// it alive until Close.
+	Arena []byte
 	// FrameSize is the frame arena's frame size (a power of two): the
 	// kernel never reads past a packet's frame.
 	FrameSize int
@@ -55,9 +59,12 @@ type Classifier struct {
 	stop  *atomic.Uint32
 	ring  *ring
 
-	mu     sync.Mutex
-	progs  []*Program
-	closed atomic.Bool
+	mu      sync.Mutex
+	progs   []*Program
+	closed  atomic.Bool // no more Acquire
+	stopped bool        // kernel stopped; guarded by mu
+	freed   bool        // memory freed; guarded by mu
+	stopErr error
 }
 
 // Program is a filter blob uploaded to the kernel's memory, with its own
@@ -78,6 +85,9 @@ func Open(o Options) (*Classifier, error) {
 	}
 	if o.FrameSize < 64 || o.FrameSize&(o.FrameSize-1) != 0 {
 		return nil, fmt.Errorf("frame size %d: must be a power of two of at least 64", o.FrameSize)
+	}
+	if o.Arena != nil {
+		o.ArenaBytes = len(o.Arena)
 	}
 	if o.ArenaBytes <= 0 || o.ArenaBytes%o.FrameSize != 0 {
 		return nil, fmt.Errorf("arena size %d: must be a positive multiple of the frame size %d", o.ArenaBytes, o.FrameSize)
@@ -118,7 +128,12 @@ func Open(o Options) (*Classifier, error) {
 
 func (c *Classifier) setup() error {
 	o := c.o
-	arena, arenaDev, err := c.be.hostAlloc(o.ArenaBytes)
+	arena, arenaDev, err := o.Arena, uint64(0), error(nil)
+	if arena != nil {
+		arenaDev, err = c.be.hostRegister(arena)
+	} else {
+		arena, arenaDev, err = c.be.hostAlloc(o.ArenaBytes)
+	}
 	if err != nil {
 		return fmt.Errorf("pinned frame memory: %w", err)
 	}
@@ -232,15 +247,32 @@ func (c *Classifier) Counters(p *Program) (pkts, bytes []uint64, err error) {
 	return buf[:n], buf[n:], nil
 }
 
-// Close stops the kernel (it exits at its next poll), waits for it and
-// frees every allocation. Slots still in flight are abandoned. Close is
-// idempotent.
-func (c *Classifier) Close() error {
-	if c.closed.Swap(true) {
-		return nil
+// Stop stops the kernel (it exits at its next poll) and waits for it;
+// slots still ready are left unprocessed. The memory stays mapped, so
+// completed slots stay readable until Close. Stop is idempotent.
+func (c *Classifier) Stop() error {
+	c.closed.Store(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return c.stopErr
 	}
+	c.stopped = true
 	c.stop.Store(1)
-	err := c.be.wait()
-	c.be.close()
+	c.stopErr = c.be.wait()
+	return c.stopErr
+}
+
+// Close stops the kernel and frees every allocation (and unregisters an
+// Options.Arena). Slots still in flight are abandoned; nothing the
+// classifier returned may be used afterwards. Close is idempotent.
+func (c *Classifier) Close() error {
+	err := c.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.freed {
+		c.freed = true
+		c.be.close()
+	}
 	return err
 }

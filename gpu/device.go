@@ -39,6 +39,7 @@ type device struct {
 	cstream      uintptr // copies: blob uploads, counter reads
 	launched     bool
 	hostAllocs   []unsafe.Pointer
+	hostRegs     []unsafe.Pointer
 	deviceAllocs []uint64
 }
 
@@ -152,7 +153,10 @@ func (v *device) teardown() {
 	for _, p := range v.hostAllocs {
 		d.cuMemFreeHost(p)
 	}
-	v.deviceAllocs, v.hostAllocs = nil, nil
+	for _, p := range v.hostRegs {
+		d.cuMemHostUnregister(p)
+	}
+	v.deviceAllocs, v.hostAllocs, v.hostRegs = nil, nil, nil
 	if v.kstream != 0 {
 		d.cuStreamDestroy(v.kstream)
 	}
@@ -201,6 +205,22 @@ func (v *device) hostAlloc(n int) (mem []byte, dptr uint64, err error) {
 		return nil
 	})
 	return mem, dptr, err
+}
+
+// hostRegister pins mem (ordinary memory the caller keeps alive, such as
+// a Go-allocated frame arena or a UMEM) and maps it into the device
+// (cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP), returning its
+// device address. It stays registered until the device closes.
+func (v *device) hostRegister(mem []byte) (dptr uint64, err error) {
+	err = v.do(func() error {
+		p := unsafe.Pointer(&mem[0])
+		if err := v.d.check("cuMemHostRegister", v.d.cuMemHostRegister(p, uintptr(len(mem)), memHostRegMapped|memHostRegPortable)); err != nil {
+			return err
+		}
+		v.hostRegs = append(v.hostRegs, p)
+		return v.d.check("cuMemHostGetDevicePointer", v.d.cuMemHostGetDevicePointer(&dptr, p, 0))
+	})
+	return dptr, err
 }
 
 // deviceAlloc returns n bytes of device memory, filled from src (zeroed

@@ -50,6 +50,8 @@ type driver struct {
 	cuMemHostAlloc            func(p *unsafe.Pointer, size uintptr, flags uint32) cuResult
 	cuMemFreeHost             func(p unsafe.Pointer) cuResult
 	cuMemHostGetDevicePointer func(d *uint64, p unsafe.Pointer, flags uint32) cuResult
+	cuMemHostRegister         func(p unsafe.Pointer, size uintptr, flags uint32) cuResult
+	cuMemHostUnregister       func(p unsafe.Pointer) cuResult
 	cuGetErrorName            func(e cuResult, s *unsafe.Pointer) cuResult
 }
 
@@ -59,6 +61,8 @@ const (
 	cuErrorNotReady    cuResult = 600
 	memHostAllocPort   uint32   = 0x01 // CU_MEMHOSTALLOC_PORTABLE
 	memHostAllocMapped uint32   = 0x02 // CU_MEMHOSTALLOC_DEVICEMAP
+	memHostRegPortable uint32   = 0x01 // CU_MEMHOSTREGISTER_PORTABLE
+	memHostRegMapped   uint32   = 0x02 // CU_MEMHOSTREGISTER_DEVICEMAP
 	streamNonBlocking  uint32   = 0x01 // CU_STREAM_NON_BLOCKING
 	attrSMCount        int32    = 16   // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 	attrCCMajor        int32    = 75   // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -104,6 +108,7 @@ func loadDriver() (*driver, error) {
 			{&d.cuMemsetD8Async, "cuMemsetD8Async"},
 			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
 			{&d.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+			{&d.cuMemHostRegister, "cuMemHostRegister_v2"}, {&d.cuMemHostUnregister, "cuMemHostUnregister"},
 			{&d.cuGetErrorName, "cuGetErrorName"},
 		}
 		for _, s := range syms {

@@ -45,6 +45,14 @@ func (e *emulator) hostAlloc(n int) ([]byte, uint64, error) {
 	return mem, d, nil
 }
 
+func (e *emulator) hostRegister(mem []byte) (uint64, error) {
+	d := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	e.mu.Lock()
+	e.mem[d] = mem
+	e.mu.Unlock()
+	return d, nil
+}
+
 func (e *emulator) upload(b *pipelines.FilterBlob) (blob, counters uint64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

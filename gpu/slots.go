@@ -157,3 +157,13 @@ func (r *ring) release() {
 
 // inFlight returns the slots submitted and not yet released.
 func (r *ring) inFlight() int { return int(r.submitted.Load() - r.released.Load()) }
+
+// allDone reports whether the kernel has finished every submitted slot.
+func (r *ring) allDone() bool {
+	for seq := r.released.Load(); seq < r.submitted.Load(); seq++ {
+		if r.slots[seq%r.n].status() != r.lap(seq)<<2|stDone {
+			return false
+		}
+	}
+	return true
+}

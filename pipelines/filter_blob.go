@@ -380,3 +380,40 @@ func FilterKeyOfPacket(p []byte, tunnels bool, k *FilterKey) {
 	}
 	filterKey(&m, k)
 }
+
+// SetFilterHints gives runner r's filter stage node (FilterProgram's
+// FilterNode) each batch packet's rule as a classifying backend found it:
+// while set, the stage takes packet i's rule from hints[i] when it is at
+// most the rule count (the default), and runs its own lookup for any
+// other value (a GPU's "not classified"). Everything else the stage does,
+// its counters and edges, is unchanged, so the runner's results and
+// counters are those of the CPU path. nil removes the hints. The hints
+// must cover every packet index of the batches r processes while set.
+func SetFilterHints(r *Runner, node int, hints []uint32) error {
+	if node < 0 || node >= len(r.nodes) {
+		return fmt.Errorf("filter hints: node %d out of range", node)
+	}
+	fs, ok := r.nodes[node].stage.(*filterStage)
+	if !ok {
+		return fmt.Errorf("filter hints: node %d is not a filter", node)
+	}
+	fs.hints = hints
+	return nil
+}
+
+// processHinted is Process with the rules taken from s.hints.
+func (s *filterStage) processHinted(b *rings.Batch, idx []uint16, next []Edge) {
+	t := s.t
+	c := t.cls
+	next = next[:len(idx)]
+	n := uint32(c.n)
+	for k, i := range idx {
+		r := s.hints[i]
+		if r > n {
+			r = uint32(c.lookup(&b.Meta[i]))
+		}
+		next[k] = t.ruleEdge[r]
+		s.pkts[r]++
+		s.bytes[r] += uint64(b.Descs[i].Len)
+	}
+}

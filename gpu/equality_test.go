@@ -1,0 +1,303 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+)
+
+// captures returns the testdata captures and every capture of the shared
+// corpus: $WARPFLOW_CORPUS, else ../../shared/corpus beside the checkout,
+// else testdata/corpus after a merge of main.
+func captures(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob("../testdata/captures/*.pcap")
+	if len(files) == 0 {
+		t.Fatal("no captures in ../testdata/captures")
+	}
+	var corpus []string
+	for _, dir := range []string{os.Getenv("WARPFLOW_CORPUS"), "../../shared/corpus", "/work/shared/corpus", "../testdata/corpus"} {
+		if dir == "" {
+			continue
+		}
+		if c, _ := filepath.Glob(filepath.Join(dir, "*.pcap")); len(c) > 0 {
+			corpus = c
+			break
+		}
+	}
+	if len(corpus) == 0 {
+		t.Log("no shared corpus found (set WARPFLOW_CORPUS); testdata captures only")
+	}
+	return append(files, corpus...)
+}
+
+// aclYAML writes a pipeline of about n filter rules drawn from the
+// captures' own traffic (so that rules hit), mixed with wildcard, VLAN,
+// class, flag and IPv6 rules, every action a terminal.
+func aclYAML(t *testing.T, n int, files []string, seed uint64) string {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	var tuples []string
+	for _, f := range files {
+		a, err := rings.NewArena(rings.ArenaOptions{Frames: 512, FrameSize: 4096, Headroom: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := dataplane.OpenReplay(f, a, dataplane.DefaultReplayOptions())
+		if err != nil {
+			continue
+		}
+		b := rings.NewBatch(256, a)
+		for {
+			b.Clear()
+			k, err := p.Receive(b)
+			for i := range k {
+				var key pipelines.FilterKey
+				pipelines.FilterKeyOfPacket(b.Packet(i), true, &key)
+				if fam := key[dL3] >> 9; fam == 1 && rnd.IntN(3) == 0 {
+					src := netip.AddrFrom4([4]byte{byte(key[dSrcHi] >> 56), byte(key[dSrcHi] >> 48), byte(key[dSrcHi] >> 40), byte(key[dSrcHi] >> 32)})
+					r := fmt.Sprintf("{src: %s/%d", src, []int{32, 24, 16}[rnd.IntN(3)])
+					if key[dDport] != noPort {
+						r += fmt.Sprintf(", dst_port: %d", key[dDport])
+					}
+					tuples = append(tuples, r)
+				}
+			}
+			p.Recycle(b.Descs)
+			if err != nil || k == 0 {
+				break
+			}
+		}
+		p.Close()
+	}
+	actions := []string{"accept", `"drop:acl"`, "web", "kernel"}
+	var sb strings.Builder
+	sb.WriteString("name: acl\nstages:\n  - {name: parse, type: parse}\n  - name: acl\n    type: filter\n    default: \"drop:unmatched\"\n    rules:\n")
+	fixed := []string{
+		"{class: malformed, action: \"drop:malformed\"}",
+		"{proto: tcp, dst_port: 23, action: \"drop:telnet\"}",
+		"{vlan: [1-100], tcp_flags: \"syn,!ack\", action: web}",
+		"{src: [2001:db8::/32, fe80::/10], action: kernel}",
+		"{proto: [icmp, icmpv6], action: kernel}",
+		"{fragment: true, action: \"drop:frag\"}",
+		"{proto: udp, dst_port: [53, 5353, 67-68], action: kernel}",
+	}
+	for i := 0; i < n; i++ {
+		var r string
+		switch {
+		case i < len(fixed):
+			r = fixed[i]
+		case len(tuples) > 0 && rnd.IntN(2) == 0:
+			r = tuples[rnd.IntN(len(tuples))] + ", action: " + actions[rnd.IntN(len(actions))] + "}"
+		default:
+			r = fmt.Sprintf("{src: 10.%d.%d.0/24, dst_port: %d, action: %s}", rnd.IntN(256), rnd.IntN(256), 1+rnd.IntN(65535), actions[rnd.IntN(len(actions))])
+		}
+		sb.WriteString("      - " + r + "\n")
+	}
+	sb.WriteString("  - {name: web, type: tx, port: web0}\n  - {name: kernel, type: pass}\n")
+	return sb.String()
+}
+
+// eqStats sums an equality run.
+type eqStats struct{ packets, fallbacks uint64 }
+
+// checkCapture replays file through c and through g's CPU runner and
+// checks, packet by packet, that the classifier's answer (the kernel's
+// rule, or for a packet it hands back the CPU lookup over the same blob)
+// gives the CPU path's verdict and target, and at the end that the
+// kernel's counters plus the handed-back packets equal the filter stage's
+// per-rule counters.
+func checkCapture(t *testing.T, c *Classifier, g *pipelines.Graph, file string) eqStats {
+	t.Helper()
+	var st eqStats
+	fp, err := pipelines.GraphFilter(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fp.AllTerminal() {
+		t.Fatal("test pipeline must end at terminals after its filter")
+	}
+	prog, err := c.Load(fp.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Options()
+	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dataplane.OpenReplay(file, a, dataplane.DefaultReplayOptions())
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	defer p.Close()
+	runner := g.NewRunner(pipelines.RunnerOptions{})
+	rules := fp.Blob.Rules
+	fbPkts, fbBytes := make([]uint64, rules+1), make([]uint64, rules+1)
+	b := rings.NewBatch(min(o.SlotCap, rings.MaxBatch), a)
+	got := make([]uint32, b.Cap())
+	for pkt := 0; ; {
+		b.Clear()
+		n, rerr := p.Receive(b)
+		if n > 0 {
+			s := waitAcquire(t, c)
+			copy(s.Descs, b.Descs)
+			c.Submit(n, prog)
+			s = waitCompleted(t, c)
+			copy(got, s.Results[:n])
+			c.Release()
+			runner.Process(b)
+			for i := range n {
+				r := got[i]
+				st.packets++
+				if r == Fallback {
+					st.fallbacks++
+					var k pipelines.FilterKey
+					pipelines.FilterKeyOfPacket(b.Packet(i), fp.ParseTunnels, &k)
+					r = uint32(fp.Blob.Lookup(&k))
+					fbPkts[r]++
+					fbBytes[r] += uint64(b.Descs[i].Len)
+				} else if int(r) > rules {
+					t.Fatalf("%s packet %d: kernel wrote rule %d of %d", filepath.Base(file), pkt+i, r, rules)
+				}
+				m := &b.Meta[i]
+				if m.Verdict != fp.Verdict[r] || m.Target != fp.Target[r] {
+					t.Fatalf("%s packet %d: backend says rule %d (verdict %d target %d), CPU path verdict %d target %d",
+						filepath.Base(file), pkt+i, r, fp.Verdict[r], fp.Target[r], m.Verdict, m.Target)
+				}
+			}
+			pkt += n
+		}
+		p.Recycle(b.Descs)
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			t.Fatalf("%s: %v", file, rerr)
+		}
+	}
+	gp, gb, err := c.Counters(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]uint64{}
+	for _, sc := range runner.Counters(nil) {
+		if sc.Stage == "acl" || sc.Stage == "classify" {
+			want[sc.Key] = [2]uint64{sc.Packets, sc.Bytes}
+		}
+	}
+	for r := 0; r <= rules; r++ {
+		key := fmt.Sprintf("rule[%d]", r)
+		if r == rules {
+			key = "default"
+		}
+		have := [2]uint64{gp[r] + fbPkts[r], gb[r] + fbBytes[r]}
+		if have != want[key] {
+			t.Fatalf("%s: %s: backend counts %v packets/bytes (kernel %d/%d), CPU path %v", filepath.Base(file), key, have, gp[r], gb[r], want[key])
+		}
+	}
+	return st
+}
+
+func waitAcquire(t *testing.T, c *Classifier) *Slot {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s, ok := c.Acquire(); ok {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no free slot in 10s")
+		}
+	}
+}
+
+func waitCompleted(t *testing.T, c *Classifier) *Slot {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		if s, ok := c.Completed(); ok {
+			return s
+		}
+		if i%4096 == 4095 {
+			if err := c.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("slot not done in 10s")
+			}
+		}
+	}
+}
+
+// openFor opens a classifier for a test: emulated, or on the GPU (the test
+// skips with the reason when there is none).
+func openFor(t *testing.T, emulate bool) *Classifier {
+	t.Helper()
+	o := DefaultOptions()
+	o.Emulate = emulate
+	o.SlotCap = 256
+	if !emulate {
+		if err := Available(); err != nil {
+			t.Skip(err)
+		}
+		o.Blocks, o.Slots = 8, 16
+	}
+	c, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+func runEquality(t *testing.T, emulate bool) {
+	c := openFor(t, emulate)
+	files := captures(t)
+	split, err := pipelines.LoadFile("../testdata/pipelines/valid/split.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphs := []*pipelines.Graph{split}
+	for i, n := range []int{50, 2000} {
+		g, err := pipelines.Load("acl.yaml", []byte(aclYAML(t, n, files, uint64(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		graphs = append(graphs, g)
+	}
+	var total eqStats
+	for _, g := range graphs {
+		for _, f := range files {
+			st := checkCapture(t, c, g, f)
+			total.packets += st.packets
+			total.fallbacks += st.fallbacks
+		}
+	}
+	t.Logf("%s: %d captures x %d pipelines, %d packets, %d handed back to the CPU path (%.1f%%), 0 mismatches",
+		c.Describe(), len(files), len(graphs), total.packets, total.fallbacks, 100*float64(total.fallbacks)/float64(max(total.packets, 1)))
+	if total.packets == total.fallbacks {
+		t.Fatal("the kernel classified no packet itself")
+	}
+}
+
+// TestEqualityEmulated runs the equality check with the kernel played in
+// Go: the host side of the protocol, in CI.
+func TestEqualityEmulated(t *testing.T) { runEquality(t, true) }
+
+// TestEqualityCUDA runs it on the GPU; it skips, with the reason, where
+// there is none.
+func TestEqualityCUDA(t *testing.T) { runEquality(t, false) }
