@@ -54,5 +54,5 @@ func (v *device) readCounters(h uint64, dst []uint64) error {
 }
 
 func (v *device) start(a kernelArgs, blocks int) error { return v.launch(a, blocks) }
-func (v *device) state() (bool, error)                { return v.kernelState() }
-func (v *device) wait() error                         { return v.waitKernel() }
+func (v *device) state() (bool, error)                 { return v.kernelState() }
+func (v *device) wait() error                          { return v.waitKernel() }
