@@ -55,7 +55,15 @@ type Executor struct {
 	cur       *Slot // acquired, not yet submitted
 	closed    bool
 	freed     bool
+	// handedBack counts packets the kernel left to the CPU path; total
+	// counts all. Consumer goroutine only.
+	handedBack, total uint64
 }
+
+// Stats returns how many packets went through the executor and how many
+// of them the kernel handed back to the CPU path. Call it from the
+// consumer goroutine or after the run.
+func (e *Executor) Stats() (packets, handedBack uint64) { return e.total, e.handedBack }
 
 func newExecutor(o ExecutorOptions, cfg dataplane.ExecutorConfig) (*Executor, error) {
 	fp, err := pipelines.GraphFilter(cfg.Graph)
@@ -138,6 +146,12 @@ func (e *Executor) Completed() (*rings.Batch, bool) {
 		}
 		e.runner.Process(b)
 		pipelines.SetFilterHints(e.runner, e.fp.FilterNode, nil)
+		for _, r := range s.Results[:s.count] {
+			if r == Fallback {
+				e.handedBack++
+			}
+		}
+		e.total += uint64(s.count)
 	}
 	return b, true
 }
