@@ -17,8 +17,9 @@ type backend interface {
 	// hostRegister makes mem (kept alive by the caller) reachable by the
 	// kernel and returns its address there.
 	hostRegister(mem []byte) (dptr uint64, err error)
-	// upload places a blob and zeroed counters (2*(rules+1) words) where
-	// the kernel reads them, returning their handles.
+	// upload places a blob and, right after it, zeroed counters
+	// (2*(rules+1) words) where the kernel reads them, returning their
+	// handles.
 	upload(b *pipelines.FilterBlob) (blob, counters uint64, err error)
 	readCounters(h uint64, dst []uint64) error
 	start(a kernelArgs, blocks int) error
@@ -36,14 +37,13 @@ func (v *device) describe() string {
 func (v *device) multiprocessors() int { return v.sms }
 
 func (v *device) upload(b *pipelines.FilterBlob) (blob, counters uint64, err error) {
+	// One allocation: the blob, then its counters (the kernel finds them
+	// at blob + 8*words).
 	src := unsafe.Slice((*byte)(unsafe.Pointer(&b.Words[0])), 8*len(b.Words))
-	if blob, err = v.deviceAlloc(len(src), src); err != nil {
+	if blob, err = v.deviceAlloc(len(src)+16*(b.Rules+1), src); err != nil {
 		return 0, 0, fmt.Errorf("upload blob: %w", err)
 	}
-	if counters, err = v.deviceAlloc(16*(b.Rules+1), nil); err != nil {
-		return 0, 0, fmt.Errorf("allocate counters: %w", err)
-	}
-	return blob, counters, nil
+	return blob, blob + uint64(len(src)), nil
 }
 
 func (v *device) readCounters(h uint64, dst []uint64) error {

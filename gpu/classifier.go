@@ -208,7 +208,7 @@ func (c *Classifier) Submit(n int, p *Program) {
 	if n < 0 || n > c.o.SlotCap {
 		panic("gpu: submit count out of range")
 	}
-	c.ring.submit(n, p.blob, p.counters)
+	c.ring.submit(n, p.blob)
 }
 
 // Completed returns the oldest submitted slot once its results are
@@ -233,6 +233,13 @@ func (c *Classifier) Err() error {
 		return errors.New("persistent kernel exited")
 	}
 	return nil
+}
+
+// debugWords returns the kernel's progress report (stop page words 1-3:
+// 0xc0de0001 once block 0 runs, its poll count, the last status it read).
+func (c *Classifier) debugWords() [3]uint32 {
+	p := (*[4]atomic.Uint32)(unsafe.Pointer(c.stop))
+	return [3]uint32{p[1].Load(), p[2].Load(), p[3].Load()}
 }
 
 // Counters reads program p's per-rule counters as the kernel has counted

@@ -3,7 +3,9 @@ package gpu
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"runtime"
+	"time"
 	"unsafe"
 )
 
@@ -72,7 +74,9 @@ func (v *device) loop(ready chan<- error) {
 	for f := range v.calls {
 		f()
 	}
-	v.teardown()
+	if !v.launched { // a hung kernel keeps its memory until the process exits
+		v.teardown()
+	}
 }
 
 func (v *device) setup() error {
@@ -124,7 +128,17 @@ func (v *device) setup() error {
 	if err := d.check("cuCtxSetCurrent", d.cuCtxSetCurrent(v.ctx)); err != nil {
 		return fail(err)
 	}
-	img := append([]byte(kernelPTX), 0)
+	ptx := kernelPTX
+	if f := os.Getenv("WARPFLOW_PTX"); f != "" {
+		// Development only: a PTX file freshly built with scripts/gen-ptx,
+		// so a test binary built before it can run it.
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fail(err)
+		}
+		ptx = string(b)
+	}
+	img := append([]byte(ptx), 0)
 	if err := d.check("cuModuleLoadData", d.cuModuleLoadData(&v.mod, &img[0])); err != nil {
 		return fail(err)
 	}
@@ -179,6 +193,14 @@ func (v *device) do(f func() error) error {
 		return fmt.Errorf("cuda device closed")
 	}
 	return <-errc
+}
+
+// hung reports whether the kernel was left running (waitKernel timed
+// out): the context cannot be torn down under it.
+func (v *device) hung() bool {
+	hung := false
+	v.do(func() error { hung = v.launched; return nil })
+	return hung
 }
 
 // close ends the driver thread after freeing the context's memory.
@@ -295,14 +317,36 @@ func (v *device) kernelState() (done bool, err error) {
 }
 
 // waitKernel waits for the kernel to exit (after the stop word is set).
+// A stopped kernel exits within a few polls; stopWait bounds the wait for
+// one that does not (a hung kernel then stays until the process exits,
+// which destroys the context).
+const stopWait = 3 * time.Second
+
 func (v *device) waitKernel() error {
-	return v.do(func() error {
-		if !v.launched {
-			return nil
+	deadline := time.Now().Add(stopWait)
+	for {
+		var done bool
+		err := v.do(func() error {
+			if !v.launched {
+				done = true
+				return nil
+			}
+			switch r := v.d.cuStreamQuery(v.kstream); r {
+			case cuErrorNotReady:
+				return nil
+			default:
+				done, v.launched = true, false
+				return v.d.check("persistent kernel", r)
+			}
+		})
+		if done || err != nil {
+			return err
 		}
-		v.launched = false
-		return v.d.check("persistent kernel", v.d.cuStreamSynchronize(v.kstream))
-	})
+		if time.Now().After(deadline) {
+			return fmt.Errorf("persistent kernel did not stop within %v", stopWait)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // kernelThreads is WF_THREADS in kernel.cu.

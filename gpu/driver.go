@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -82,6 +83,11 @@ func loadDriver() (*driver, error) {
 		if runtime.GOOS != "linux" {
 			drvErr = unavailable("the CUDA backend is built for linux only")
 			return
+		}
+		// Lazy module loading can deadlock against a kernel that never
+		// finishes: loading code later waits for the device to go idle.
+		if os.Getenv("CUDA_MODULE_LOADING") == "" {
+			os.Setenv("CUDA_MODULE_LOADING", "EAGER")
 		}
 		lib, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {

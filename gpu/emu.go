@@ -110,14 +110,20 @@ func (e *emulator) block(a kernelArgs, b, blocks uint64, slots, arena []byte, st
 			}
 		}
 		count := min(uint32(w>>32), a.cap)
+		if h.seq2 != seq {
+			panic("emulator: blob chunk not tagged with the slot's sequence number")
+		}
 		e.mu.Lock()
-		blob, cnt := e.blobs[h.blob-1], e.counters[h.counters-1]
+		blob, cnt := e.blobs[h.blob-1], e.counters[h.blob-1]
 		e.mu.Unlock()
 		rules := uint64(blob.Rules)
 		descs := unsafe.Slice((*[2]uint64)(unsafe.Add(base, slotHeadSize)), a.cap)
 		res := unsafe.Slice((*uint32)(unsafe.Add(base, slotHeadSize+16*int(a.cap))), a.cap)
 		for i := range count {
 			addr, ln := descs[i][0], uint32(descs[i][1])
+			if i == 0 && uint32(h.len0>>32) == uint32(seq) {
+				addr, ln = h.addr0, uint32(h.len0) // the head's copy, as the kernel reads it
+			}
 			r := Fallback
 			if ln > 0 && addr < a.arenaLen && uint64(ln) <= a.arenaLen-addr {
 				have := haveBytes(addr, a.frameMask, a.arenaLen)

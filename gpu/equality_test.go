@@ -233,7 +233,7 @@ func waitCompleted(t *testing.T, c *Classifier) *Slot {
 				t.Fatal(err)
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("slot not done in 10s")
+				t.Fatalf("slot not done in 10s; kernel reports %#x", c.debugWords())
 			}
 		}
 	}
@@ -301,3 +301,65 @@ func TestEqualityEmulated(t *testing.T) { runEquality(t, true) }
 // TestEqualityCUDA runs it on the GPU; it skips, with the reason, where
 // there is none.
 func TestEqualityCUDA(t *testing.T) { runEquality(t, false) }
+
+// TestProbeCUDA is the first look at a GPU: the kernel runs (block 0's
+// alive word), one packet goes through a slot and back with the CPU
+// lookup's answer, and the kernel stops when asked.
+func TestProbeCUDA(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	o := DefaultOptions()
+	o.Blocks, o.Slots, o.SlotCap = 2, 2, 16
+	c, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Logf("%s", c.Describe())
+	deadline := time.Now().Add(3 * time.Second)
+	for c.debugWords()[0] != 0xC0DE0001 {
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel never reported alive: %#x, err %v", c.debugWords(), c.Err())
+		}
+	}
+	y, srcs := benchRules(100, rand.New(rand.NewPCG(1, 2)))
+	g, err := pipelines.Load("probe.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := pipelines.GraphFilter(g)
+	prog, err := c.Load(fp.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs := benchFrames(a, 64, srcs, rand.New(rand.NewPCG(3, 4)))
+	for round := range 4 {
+		s := waitAcquire(t, c)
+		n := copy(s.Descs, descs[round*16:])
+		t0 := time.Now()
+		c.Submit(n, prog)
+		s = waitCompleted(t, c)
+		dt := time.Since(t0)
+		var k pipelines.FilterKey
+		for i := range n {
+			d := s.Descs[i]
+			want := Fallback
+			if parseCommon(c.Arena()[d.Addr:d.Addr+64], int(d.Len), 64, &k) {
+				want = uint32(fp.Blob.Lookup(&k))
+			}
+			if s.Results[i] != want {
+				t.Errorf("round %d packet %d: kernel %d, CPU %d", round, i, s.Results[i], want)
+			}
+		}
+		c.Release()
+		t.Logf("round %d: %d packets in %v, kernel reports %#x", round, n, dt, c.debugWords())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

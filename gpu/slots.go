@@ -21,15 +21,18 @@ const (
 // its parser's common case): the host classifies it on the CPU path.
 const Fallback = ^uint32(0)
 
-// slotHead is struct SlotHead in kernel.cu: the first 32 bytes of a slot.
+// slotHead is struct SlotHead in kernel.cu: the first 48 bytes of a slot,
+// three 16-byte chunks the kernel polls with one load each.
 type slotHead struct {
-	word     atomic.Uint64 // status (low 32 bits) | count<<32
-	blob     uint64        // blob handle (device pointer)
-	counters uint64        // counter handle
-	seq      uint64
+	word  atomic.Uint64 // status (low 32 bits) | count<<32; stored last
+	seq   uint64
+	blob  uint64 // blob handle (device pointer; its counters follow it)
+	seq2  uint64 // tags the blob chunk
+	addr0 uint64 // copy of descriptor 0, saving the kernel a round trip
+	len0  uint64 // its length | uint32(seq)<<32 (the tag)
 }
 
-const slotHeadSize = 32
+const slotHeadSize = 48
 
 // slotStride is the bytes of one slot of capacity n: the head, n
 // descriptors, n results, rounded up to 128 bytes so no two slots share a
@@ -116,15 +119,19 @@ func (r *ring) acquire() (*Slot, bool) {
 }
 
 // submit publishes the acquired slot with count packets, classified with
-// the given blob and counters.
-func (r *ring) submit(count int, blob, counters uint64) {
+// the given blob.
+func (r *ring) submit(count int, blob uint64) {
 	if !r.acquired {
 		panic("gpu: submit without acquire")
 	}
 	s := &r.slots[r.pseq%r.n]
 	s.count = count
-	s.head.blob, s.head.counters, s.head.seq = blob, counters, r.pseq
-	s.head.word.Store(uint64(count)<<32 | uint64(r.lap(r.pseq)<<2|stReady))
+	h := s.head
+	h.seq, h.blob, h.seq2 = r.pseq, blob, r.pseq
+	if count > 0 {
+		h.addr0, h.len0 = s.Descs[0].Addr, uint64(s.Descs[0].Len)|uint64(uint32(r.pseq))<<32
+	}
+	h.word.Store(uint64(count)<<32 | uint64(r.lap(r.pseq)<<2|stReady))
 	r.acquired = false
 	r.pseq++
 	r.submitted.Store(r.pseq)
