@@ -269,7 +269,7 @@ func TestGPUBench(t *testing.T) {
 			t.Skip(err)
 		}
 	}
-	d := 2 * time.Second
+	d := time.Second
 	if emulate {
 		d = 200 * time.Millisecond
 	}
@@ -283,20 +283,9 @@ func TestGPUBench(t *testing.T) {
 	if emulate {
 		o.ArenaBytes = 1 << 14 * 2048
 	}
-	c, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	desc := c.Describe()
-	t.Logf("device: %s; host: %d CPUs, GOMAXPROCS %d", desc, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var desc string
 	var results []benchResult
 	rnd := rand.New(rand.NewPCG(42, 42))
-	var descs []rings.Desc
 	var latBlob *pipelines.FilterBlob
 	var latSrcs []uint32
 	counts := []int{1000, 10000, 100000}
@@ -315,16 +304,25 @@ func TestGPUBench(t *testing.T) {
 			t.Fatal(err)
 		}
 		build := time.Since(tb)
+		// A classifier per rule set, its program loaded before the first
+		// Submit launches the kernel (see Classifier.Load).
+		c, err := Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if desc == "" {
+			desc = c.Describe()
+			t.Logf("device: %s; host: %d CPUs, GOMAXPROCS %d", desc, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+		}
 		prog, err := c.Load(fp.Blob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Fresh frames per rule set (half from its sources), rewritten in
-		// place: the kernel is stopped on no slot, as none is in flight.
-		for _, dd := range descs {
-			a.Free(dd.Addr &^ uint64(o.FrameSize-1))
+		a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
+		if err != nil {
+			t.Fatal(err)
 		}
-		descs = benchFrames(a, a.Frames(), srcs, rnd)
+		descs := benchFrames(a, a.Frames(), srcs, rnd)
 		note := fmt.Sprintf("compile %.2fs, blob %.1f MiB", build.Seconds(), float64(8*len(fp.Blob.Words))/(1<<20))
 
 		cm, cc := benchCPU(g, a, descs, runtime.NumCPU(), d)
@@ -336,16 +334,15 @@ func TestGPUBench(t *testing.T) {
 			}
 			results = append(results, benchResult{Backend: "cuda", Rules: n, Batch: batch, Mpps: gm, HostCores: gc, Note: fmt.Sprintf("%d mismatches in the first %d slots", mis, 2*c.o.Slots)})
 		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 		if n == 10000 || emulate {
 			latBlob, latSrcs = fp.Blob, srcs
 		}
 	}
-	// Latency on a classifier of its own, opened after the throughput one
-	// is closed (a module cannot be loaded beside a running persistent
-	// kernel): one block, spinning, one slot in flight.
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// Latency on a classifier of its own: one block, spinning, one slot in
+	// flight.
 	lo := o
 	lo.Blocks, lo.Slots, lo.PollNs = 1, 2, 0
 	lo.ArenaBytes = 1 << 14 * 2048

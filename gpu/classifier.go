@@ -59,6 +59,10 @@ type Classifier struct {
 	stop  *atomic.Uint32
 	ring  *ring
 
+	args     kernelArgs
+	started  atomic.Bool // the kernel was launched (by the producer)
+	startErr error // why the launch failed; written before started is seen by Err's caller
+
 	mu      sync.Mutex
 	progs   []*Program
 	closed  atomic.Bool // no more Acquire
@@ -76,8 +80,8 @@ type Program struct {
 	counters uint64
 }
 
-// Open validates o, allocates the pinned memory, loads the kernel and
-// launches it once. Without a usable GPU it returns an ErrUnavailable
+// Open validates o, allocates the pinned memory and loads the kernel; the
+// first Submit launches it, once. Without a usable GPU it returns an ErrUnavailable
 // error; with o.Emulate it needs none.
 func Open(o Options) (*Classifier, error) {
 	if o.SlotCap < 1 || o.SlotCap > 1<<16 {
@@ -154,10 +158,19 @@ func (c *Classifier) setup() error {
 		frameMask: uint64(o.FrameSize - 1), nslots: uint32(o.Slots), stride: uint32(stride),
 		cap: uint32(o.SlotCap), pollNs: o.PollNs,
 	}
-	if err := c.be.start(a, o.Blocks); err != nil {
-		return fmt.Errorf("launch kernel: %w", err)
-	}
+	c.args = a
 	return nil
+}
+
+// start launches the kernel once, at the first Submit: after the Loads
+// that come before it. On the H200 test machine a device allocation or
+// copy made while the persistent kernel ran stalled the kernel for good
+// (BENCHMARKS.md), so programs are best loaded before the first Submit.
+func (c *Classifier) start() {
+	defer c.started.Store(true)
+	if err := c.be.start(c.args, c.o.Blocks); err != nil {
+		c.startErr = fmt.Errorf("launch kernel: %w", err)
+	}
 }
 
 // Describe names what plays the kernel, e.g. "NVIDIA H200 (sm_90, 132
@@ -173,8 +186,10 @@ func (c *Classifier) Options() Options { return c.o }
 // addresses are offsets into it. Valid until Close.
 func (c *Classifier) Arena() []byte { return c.arena }
 
-// Load uploads blob b for slots submitted with the returned program; the
+// Load uploads blob b for slots submitted with the returned program; a
 // running kernel picks it up from the next such slot, without relaunch.
+// (On the H200 test machine, uploads while the kernel ran stalled it, so
+// load before the first Submit; see BENCHMARKS.md.)
 func (c *Classifier) Load(b *pipelines.FilterBlob) (*Program, error) {
 	if c.closed.Load() {
 		return nil, net.ErrClosed
@@ -208,6 +223,9 @@ func (c *Classifier) Submit(n int, p *Program) {
 	if n < 0 || n > c.o.SlotCap {
 		panic("gpu: submit count out of range")
 	}
+	if !c.started.Load() {
+		c.start()
+	}
 	c.ring.submit(n, p.blob)
 }
 
@@ -225,6 +243,12 @@ func (c *Classifier) InFlight() int { return c.ring.inFlight() }
 // Err reports a kernel that stopped by itself (a fault): then no slot
 // will complete again.
 func (c *Classifier) Err() error {
+	if !c.started.Load() {
+		return nil
+	}
+	if c.startErr != nil {
+		return c.startErr
+	}
 	done, err := c.be.state()
 	if err != nil {
 		return err
@@ -235,8 +259,7 @@ func (c *Classifier) Err() error {
 	return nil
 }
 
-// debugWords returns the kernel's progress report (stop page words 1-3:
-// 0xc0de0001 once block 0 runs, its poll count, the last status it read).
+// debugWords returns stop page words 1-3: 0xc0de0002 once block 0 runs.
 func (c *Classifier) debugWords() [3]uint32 {
 	p := (*[4]atomic.Uint32)(unsafe.Pointer(c.stop))
 	return [3]uint32{p[1].Load(), p[2].Load(), p[3].Load()}

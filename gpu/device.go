@@ -42,6 +42,7 @@ type device struct {
 	launched     bool
 	hostAllocs   []unsafe.Pointer
 	hostRegs     []unsafe.Pointer
+	keep         [][]uint64 // Go memory registered for hostAlloc's "register" mode
 	deviceAllocs []uint64
 }
 
@@ -213,9 +214,22 @@ func (v *device) close() {
 // (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP), zeroed, and its device
 // address. It stays allocated until the device closes.
 func (v *device) hostAlloc(n int) (mem []byte, dptr uint64, err error) {
+	mode := os.Getenv("WARPFLOW_HOSTALLOC") // development: "wc", "register"
+	if mode == "register" {
+		raw := make([]uint64, (n+4095)/8+512)
+		off := (4096 - int(uintptr(unsafe.Pointer(&raw[0]))&4095)) & 4095
+		mem = unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&raw[0]), off)), n)
+		v.keep = append(v.keep, raw)
+		dptr, err = v.hostRegister(mem)
+		return mem, dptr, err
+	}
+	flags := memHostAllocMapped | memHostAllocPort
+	if mode == "wc" {
+		flags |= memHostAllocWC
+	}
 	err = v.do(func() error {
 		var p unsafe.Pointer
-		if err := v.d.check("cuMemHostAlloc", v.d.cuMemHostAlloc(&p, uintptr(n), memHostAllocMapped|memHostAllocPort)); err != nil {
+		if err := v.d.check("cuMemHostAlloc", v.d.cuMemHostAlloc(&p, uintptr(n), flags)); err != nil {
 			return err
 		}
 		v.hostAllocs = append(v.hostAllocs, p)

@@ -62,6 +62,7 @@ const (
 	cuErrorNotReady    cuResult = 600
 	memHostAllocPort   uint32   = 0x01 // CU_MEMHOSTALLOC_PORTABLE
 	memHostAllocMapped uint32   = 0x02 // CU_MEMHOSTALLOC_DEVICEMAP
+	memHostAllocWC     uint32   = 0x04 // CU_MEMHOSTALLOC_WRITECOMBINED
 	memHostRegPortable uint32   = 0x01 // CU_MEMHOSTREGISTER_PORTABLE
 	memHostRegMapped   uint32   = 0x02 // CU_MEMHOSTREGISTER_DEVICEMAP
 	streamNonBlocking  uint32   = 0x01 // CU_STREAM_NON_BLOCKING

@@ -13,10 +13,11 @@
 // Memory ordering. Host: writes the descriptors, the blob handle and the
 // copy of descriptor 0 with plain stores, then publishes status|count with
 // one atomic 64-bit store (x86: a locked store, ordered after the earlier
-// stores). GPU: thread 0 polls the slot head (three 16-byte relaxed system-scope loads,
-// see SlotHead) and on seeing ready in its lap issues one acquire fence at
-// system scope (fence.acq_rel.sys) before anything reads descriptors or
-// frames; the block barrier then carries that to every thread. Descriptor and frame loads bypass the L1 (ld.global.cv) since the
+// stores). GPU: thread 0 polls the status word (an 8-byte relaxed
+// system-scope load) and on seeing ready in its lap issues one acquire
+// fence at system scope (fence.acq_rel.sys) before anything reads the blob
+// handle, descriptors or frames; the block barrier then carries that to
+// every thread. Descriptor and frame loads (8 bytes each) bypass the caches (ld.global.cv) since the
 // host rewrites them between laps. After the block barrier that follows
 // the results, thread 0 stores done with st.release.sys: one release whose
 // cumulativity covers every thread's result stores (they happen before it
@@ -30,7 +31,7 @@
 #define WF_DONE 3u
 #define WF_FALLBACK 0xffffffffu
 #define WF_THREADS 128
-#define WF_WIN 112 // header bytes loaded per packet: 7 aligned 16-byte loads
+#define WF_WIN 104 // header bytes loaded per packet: up to 13 aligned 8-byte loads
 
 // Blob header fields (pipelines/filter_blob.go).
 enum {
@@ -58,21 +59,18 @@ struct WfArgs {
 };
 
 // Slot head: 48 bytes at the slot's start, then cap descriptors of 16
-// bytes (rings.Desc: addr u64, len u32, options u32), then cap u32 results.
-// Three 16-byte chunks, each read by one vector load while polling:
+// bytes (rings.Desc: addr u64, len u32, options u32), then cap u32 results:
 //
-//	word, seq          status (low 32: lap<<2|state) | count<<32; seq
-//	blob, seq          the blob's device pointer (its counters follow it)
+//	word, seq            status (low 32: lap<<2|state) | count<<32; seq
+//	blob, seq            the blob's device pointer (its counters follow it)
 //	addr0, len0|seq<<32  a copy of descriptor 0
 //
-// The host writes them all before word (with one atomic store). The seq
-// copies tag the second and third chunks: a chunk whose tag is not the
-// slot's sequence number was read before the host rewrote it (the polls
-// are not ordered among themselves) and is read again after the acquire
-// fence. This relies on one 16-byte aligned load being one bus read of one
-// cache line, which the PTX memory model does not promise (it orders
-// vector elements separately) but PCIe reads of x86 host memory deliver.
-// It saves the descriptor's round trip for the first packet.
+// The host writes them all before word (with one atomic store). Thread 0
+// polls word alone (one 8-byte load per poll), then, after the acquire
+// fence, reads blob and descriptor 0 (two independent loads, one round
+// trip). The seq tags and the copy of descriptor 0 let a kernel read the
+// whole head in one pass while polling; this kernel does not, since
+// host-memory loads wider than 8 bytes hung on the test machine.
 struct SlotHead {
   uint64_t word;
   uint64_t seq;
@@ -82,11 +80,15 @@ struct SlotHead {
   uint64_t len0; // len | uint32_t(seq) << 32
 };
 
-// ld16 loads 16 bytes of host memory at system scope: relaxed, so it is
-// served by the host's memory every time (not a cached copy) but orders
-// nothing; the fence after a successful poll does.
-__device__ __forceinline__ void ld16(const void* p, uint64_t& a, uint64_t& b) {
-  asm volatile("ld.relaxed.sys.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+// ld_sys64/32 load host memory at system scope: relaxed, so they are
+// served by the host's memory every time (not a cached copy) but order
+// nothing; the fence after a successful poll does. Host memory is read 8
+// bytes at a time at most: 16-byte loads of host memory hung the kernel on
+// the H200 test machine (the first device runs; see BENCHMARKS.md).
+__device__ __forceinline__ uint64_t ld_sys64(const void* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
 }
 
 __device__ __forceinline__ uint32_t ld_sys32(const void* p) {
@@ -94,6 +96,10 @@ __device__ __forceinline__ uint32_t ld_sys32(const void* p) {
   asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+
+// ld_cv64 loads 8 bytes of host memory the host may have rewritten since a
+// previous lap: not from a cache (ld.global.cv), ordered by the fence.
+__device__ __forceinline__ uint64_t ld_cv64(const void* p) { return __ldcv((const unsigned long long*)p); }
 
 __device__ __forceinline__ void st_sys32(void* p, uint32_t v) {
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -303,45 +309,33 @@ __device__ uint32_t lookup(const uint64_t* __restrict__ w, const uint64_t* k) {
 }
 
 extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
-  __shared__ uint64_t head[4]; // count, blob, addr0, len0
+  __shared__ uint64_t head[2]; // count, blob
   __shared__ int quit;
-  __shared__ uint4 win[WF_THREADS][WF_WIN / 16];
+  __shared__ uint64_t win[WF_THREADS][WF_WIN / 8];
   const int tid = threadIdx.x, lane = tid & 31;
-  // The stop page: word 0 is the stop flag; block 0 reports its progress
-  // in words 1-3 (alive marker, polls, last status seen) for debugging.
+  // The stop page: word 0 is the stop flag; block 0 stores an alive marker
+  // in word 1 at start, for debugging.
   uint32_t* stop = (uint32_t*)a.stop;
   const uint8_t* arena = (const uint8_t*)a.arena;
   if (tid == 0) quit = 0;
-  if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 1, 0xC0DE0001u);
+  if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 1, 0xC0DE0002u);
   for (uint64_t seq = blockIdx.x;; seq += gridDim.x) {
     SlotHead* h = (SlotHead*)((char*)a.slots + (seq % a.nslots) * a.stride);
     const uint32_t want = uint32_t(seq / a.nslots) << 2 | WF_READY;
     if (tid == 0) {
-      uint64_t w, s0, b, s1, d0, d1;
+      uint64_t w;
       for (uint32_t spins = 0;; spins++) {
-        ld16(&h->word, w, s0);
-        ld16(&h->blob, b, s1);
-        ld16(&h->addr0, d0, d1);
+        w = ld_sys64(&h->word);
         if (uint32_t(w) == want) break;
-        if ((spins & 63) == 63) {
-          if (blockIdx.x == 0) {
-            st_sys32(stop + 2, spins);
-            st_sys32(stop + 3, uint32_t(w));
-          }
-          if (ld_sys32(stop)) {
-            quit = 1;
-            break;
-          }
+        if ((spins & 63) == 63 && ld_sys32(stop)) {
+          quit = 1;
+          break;
         }
         if (a.pollNs) __nanosleep(a.pollNs);
       }
       fence_acquire_sys();
-      if (s1 != seq) ld16(&h->blob, b, s1);    // stale chunk: read again, now ordered
-      if ((d1 >> 32) != uint32_t(seq)) d0 = 0, d1 = 0; // packet 0 reads its descriptor
       head[0] = w >> 32;
-      head[1] = b;
-      head[2] = d0;
-      head[3] = d1;
+      head[1] = ld_cv64(&h->blob);
     }
     __syncthreads();
     if (quit) return;
@@ -356,23 +350,16 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
       uint32_t r = WF_FALLBACK;
       uint32_t len = 0;
       if (i < count) {
-        uint64_t addr;
-        if (i == 0 && head[3] != 0) {
-          addr = head[2];
-          len = uint32_t(head[3]);
-        } else {
-          ulonglong2 d = __ldcv((const ulonglong2*)(descs + 16 * uint64_t(i)));
-          addr = d.x;
-          len = uint32_t(d.y);
-        }
+        const uint64_t addr = ld_cv64(descs + 16 * uint64_t(i));
+        len = uint32_t(ld_cv64(descs + 16 * uint64_t(i) + 8));
         if (len > 0 && addr < a.arenaLen && len <= a.arenaLen - addr) {
-          uint64_t start = addr & ~15ull;
+          uint64_t start = addr & ~7ull;
           uint64_t fend = (addr | a.frameMask) + 1;
           if (fend > a.arenaLen) fend = a.arenaLen;
           uint64_t lend = addr + len < fend ? addr + len : fend; // no byte past the packet
 #pragma unroll
-          for (int j = 0; j < WF_WIN / 16; j++) {
-            if (start + 16 * j < lend) win[tid][j] = __ldcv((const uint4*)(arena + start + 16 * j));
+          for (int j = 0; j < WF_WIN / 8; j++) {
+            if (start + 8 * j < lend) win[tid][j] = ld_cv64(arena + start + 8 * j);
           }
           int skew = int(addr - start);
           int have = int((fend - start < WF_WIN ? fend - start : WF_WIN)) - skew;
