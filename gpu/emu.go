@@ -143,7 +143,6 @@ func (e *emulator) block(a kernelArgs, b, blocks uint64, slots, arena []byte, st
 
 func (e *emulator) state() (bool, error) { return false, nil }
 
-
 func (e *emulator) wait() error {
 	if e.started {
 		e.wg.Wait()

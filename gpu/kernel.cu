@@ -24,6 +24,14 @@
 // through the barrier), so a host that loads done sees all the verdicts.
 //
 // Regenerate kernel.ptx with scripts/gen-ptx (nvcc -ptx -arch=sm_90).
+//
+// KNOWN FAILURE (BENCHMARKS.md, "GPU backend"): on the H200 test machine
+// this kernel starts (block 0's alive marker reaches the host) but never
+// sees a slot turn ready nor the stop word, whether launched from Go or
+// from C, from PTX or from nvcc's SASS; a 20-line kernel polling the same
+// kind of memory there does. The root cause is not found. WF_VOLATILE,
+// WF_NO_ALIVE and WF_PLAIN_DONE build the variants tried; the default
+// build is the committed PTX.
 
 #include <stdint.h>
 
@@ -68,9 +76,9 @@ struct WfArgs {
 // The host writes them all before word (with one atomic store). Thread 0
 // polls word alone (one 8-byte load per poll), then, after the acquire
 // fence, reads blob and descriptor 0 (two independent loads, one round
-// trip). The seq tags and the copy of descriptor 0 let a kernel read the
-// whole head in one pass while polling; this kernel does not, since
-// host-memory loads wider than 8 bytes hung on the test machine.
+// trip). The seq tags and the copy of descriptor 0 would let a kernel read
+// the whole head in one pass while polling; this one reads 8 bytes at a
+// time while the H200 failure (below) is open.
 struct SlotHead {
   uint64_t word;
   uint64_t seq;
@@ -83,17 +91,21 @@ struct SlotHead {
 // ld_sys64/32 load host memory at system scope: relaxed, so they are
 // served by the host's memory every time (not a cached copy) but order
 // nothing; the fence after a successful poll does. Host memory is read 8
-// bytes at a time at most: 16-byte loads of host memory hung the kernel on
-// the H200 test machine (the first device runs; see BENCHMARKS.md).
+// bytes at a time at most.
+#ifdef WF_VOLATILE
+#define WF_LD "ld.volatile.global"
+#else
+#define WF_LD "ld.relaxed.sys.global"
+#endif
 __device__ __forceinline__ uint64_t ld_sys64(const void* p) {
   uint64_t v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile(WF_LD ".u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
 __device__ __forceinline__ uint32_t ld_sys32(const void* p) {
   uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile(WF_LD ".u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -318,24 +330,32 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
   uint32_t* stop = (uint32_t*)a.stop;
   const uint8_t* arena = (const uint8_t*)a.arena;
   if (tid == 0) quit = 0;
+#ifndef WF_NO_ALIVE
   if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 1, 0xC0DE0002u);
+#endif
   for (uint64_t seq = blockIdx.x;; seq += gridDim.x) {
     SlotHead* h = (SlotHead*)((char*)a.slots + (seq % a.nslots) * a.stride);
     const uint32_t want = uint32_t(seq / a.nslots) << 2 | WF_READY;
-    if (tid == 0) {
+    // Warp 0 polls as a whole (every lane loads the same word: one
+    // request), so no lane of it waits at the block barrier while another
+    // lane spins.
+    if (tid < 32) {
       uint64_t w;
       for (uint32_t spins = 0;; spins++) {
         w = ld_sys64(&h->word);
-        if (uint32_t(w) == want) break;
-        if ((spins & 63) == 63 && ld_sys32(stop)) {
-          quit = 1;
+        if (__shfl_sync(0xffffffffu, uint32_t(w), 0) == want) break;
+        if ((spins & 63) == 63 && __shfl_sync(0xffffffffu, ld_sys32(stop), 0)) {
+          if (tid == 0) quit = 1;
           break;
         }
         if (a.pollNs) __nanosleep(a.pollNs);
       }
-      fence_acquire_sys();
-      head[0] = w >> 32;
-      head[1] = ld_cv64(&h->blob);
+      if (tid == 0) {
+        fence_acquire_sys();
+        head[0] = w >> 32;
+        head[1] = ld_cv64(&h->blob);
+      }
+      __syncwarp();
     }
     __syncthreads();
     if (quit) return;
@@ -386,6 +406,13 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
       }
     }
     __syncthreads();
+#ifdef WF_PLAIN_DONE
+    if (tid == 0) {
+      __threadfence_system();
+      *(volatile uint32_t*)&h->word = uint32_t(seq / a.nslots) << 2 | WF_DONE;
+    }
+#else
     if (tid == 0) st_release_sys((uint32_t*)&h->word, uint32_t(seq / a.nslots) << 2 | WF_DONE);
+#endif
   }
 }
