@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/warpflow/warpflow/rings"
@@ -123,5 +124,29 @@ stages:
 	}
 	if _, err := GraphFilter(g2); err != ErrNoFilter {
 		t.Fatalf("drop-only pipeline: %v, want ErrNoFilter", err)
+	}
+}
+
+// TestSettingsBackend: settings.backend takes cpu or cuda (absent: ""),
+// anything else is an error naming the value.
+func TestSettingsBackend(t *testing.T) {
+	for _, c := range []struct{ in, want, err string }{
+		{"", "", ""}, {"backend: cpu", "cpu", ""}, {"backend: cuda", "cuda", ""},
+		{"backend: tpu", "", `settings.backend "tpu": want cpu or cuda`},
+	} {
+		y := "name: b\nsettings: {" + c.in + "}\nstages:\n  - {name: sink, type: drop, reason: x}\n"
+		g, err := Load("b.yaml", []byte(y))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: error %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if got := g.Settings().Backend; got != c.want {
+			t.Errorf("%q: backend %q, want %q", c.in, got, c.want)
+		}
 	}
 }
