@@ -18,7 +18,14 @@ type completer struct {
 	// excess counts descriptors the port gave back beyond what it held: a
 	// port bug, reported at the end of the run.
 	excess int
-	// owner is the port's place in TrackFrames mode.
+	// lost is what it had not given back when the drain ended.
+	lost int
+	// reports: the port is a FrameReporter, counting its held frames in
+	// its own places; tracks: a FrameTracker, recording its own moves.
+	reports, tracks bool
+	// owner is the port's home in TrackFrames mode: the place the engine
+	// moves frames to when the port takes them (for a port that does not
+	// track itself, "output NAME", where they stay until completed).
 	owner rings.Owner
 }
 
@@ -36,7 +43,14 @@ func (e *Engine) addCompleter(p Port) int {
 	}
 	cc := completer{port: c}
 	if e.tracker != nil {
-		cc.owner = e.tracker.Owner("output " + p.Name())
+		switch ft, ok := p.(FrameTracker); {
+		case ok && e.inTracks && samePort(p, e.in):
+			cc.owner, cc.tracks = e.inHome, true
+		case ok:
+			cc.owner, cc.tracks = ft.TrackFrames(e.tracker), true
+		default:
+			cc.owner = e.tracker.Owner("output " + p.Name())
+		}
 	}
 	e.comps = append(e.comps, cc)
 	return len(e.comps) - 1
@@ -49,15 +63,40 @@ func samePort(a, b Port) bool {
 	return ta == tb && ta.Comparable() && a == b
 }
 
-// accepted records that Completer k took list (the prefix of a transmit it
-// accepted): those frames are the port's now.
-func (e *Engine) accepted(k int, list []rings.Desc) {
+// accepted records that Completer k took n frames (the prefix of a
+// transmit it accepted): those frames are the port's now.
+func (e *Engine) accepted(k int, n int) {
+	e.comps[k].held += n
+}
+
+// trackOffer records, in TrackFrames mode, that list is about to be offered
+// to output k: to a Completer that tracks itself the frames go to its home
+// first, so that its Transmit can record taking them on.
+func (e *Engine) trackOffer(k int, list []rings.Desc) {
+	if k < 0 || e.trackErr != nil || !e.comps[k].tracks {
+		return
+	}
 	c := &e.comps[k]
-	c.held += len(list)
-	if e.tracker != nil && e.trackErr == nil {
-		if err := e.tracker.MoveDescs(list, e.inFlight, c.owner); err != nil {
-			e.trackErr = fmt.Errorf("frame accepted by %s: %w", c.port.Name(), err)
-		}
+	if err := e.tracker.MoveDescs(list, e.inFlight, c.owner); err != nil {
+		e.trackErr = fmt.Errorf("frame offered to %s: %w", c.port.Name(), err)
+	}
+}
+
+// trackTaken records, in TrackFrames mode, that output k accepted the first
+// n frames of list and refused the rest.
+func (e *Engine) trackTaken(k int, list []rings.Desc, n int) {
+	if k < 0 || e.trackErr != nil {
+		return
+	}
+	c := &e.comps[k]
+	var err error
+	if c.tracks {
+		err = e.tracker.MoveDescs(list[n:], c.owner, e.inFlight) // refused: still at home
+	} else {
+		err = e.tracker.MoveDescs(list[:n], e.inFlight, c.owner)
+	}
+	if err != nil {
+		e.trackErr = fmt.Errorf("frame transmitted on %s: %w", c.port.Name(), err)
 	}
 }
 
@@ -83,11 +122,11 @@ func (e *Engine) pollCompletions() bool {
 			}
 			c.held -= len(done)
 			e.trackCompleted(c, done)
-			e.trackRecycled(done)
-			e.in.Recycle(done)
+			e.recycleFrames(done)
 			if !full {
 				break
 			}
+			e.publish() // so the account stays exact between calls
 		}
 	}
 	return got
@@ -103,6 +142,7 @@ func (e *Engine) drainOutputs() error {
 	deadline := time.Now().Add(e.opts.DrainTimeout)
 	for idle := 0; ; {
 		if e.pollCompletions() {
+			e.publish()
 			idle = 0
 		}
 		waiting := false
@@ -132,7 +172,7 @@ func (e *Engine) drainOutputs() error {
 		if c.held == 0 {
 			continue
 		}
-		e.lost += c.held
+		c.lost += c.held
 		if err == nil {
 			err = fmt.Errorf("%d frames still held by %s after %v: %w", c.held, c.port.Name(), e.opts.DrainTimeout, ErrFramesLost)
 		}

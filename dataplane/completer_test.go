@@ -2,8 +2,14 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"reflect"
+	"regexp"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +39,13 @@ type holdPort struct {
 	maxHeld    int
 	completes  int // calls of Complete
 	onComplete func()
+
+	// Set by placesPort.TrackFrames: the port records its moves between
+	// home and "NAME kernel"; skipMove forgets one (a port bug).
+	tr           *rings.Tracker
+	home, kernel rings.Owner
+	skipMove     bool
+	pub          atomic.Int64 // n, for FramePlaces on other goroutines
 }
 
 type heldFrame struct {
@@ -65,7 +78,11 @@ func (p *holdPort) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 	for _, d := range descs[:k] {
 		p.q[(p.head+p.n)%len(p.q)] = heldFrame{d: d, turn: p.turn, sum: frameSum(a, d)}
 		p.n++
+		if p.tr != nil {
+			p.tr.Move(d.Addr, p.home, p.kernel) // a failure shows when the engine moves it next
+		}
 	}
+	p.pub.Store(int64(p.n))
 	p.accepted += uint64(k)
 	p.maxHeld = max(p.maxHeld, p.n)
 	return k, nil
@@ -89,10 +106,18 @@ func (p *holdPort) Complete(dst []rings.Desc) []rings.Desc {
 			p.corrupted++
 		}
 		dst = append(dst, f.d)
+		if p.tr != nil {
+			if p.skipMove {
+				p.skipMove = false
+			} else {
+				p.tr.Move(f.d.Addr, p.kernel, p.home)
+			}
+		}
 		p.head = (p.head + 1) % len(p.q)
 		p.n--
 		p.completed++
 	}
+	p.pub.Store(int64(p.n))
 	return dst
 }
 
@@ -179,8 +204,8 @@ func TestCompleterOwnsFrames(t *testing.T) {
 			if tx.accepted != rep.Transmitted || tx.completed != tx.accepted || pass.completed != pass.accepted || pass.accepted != rep.Passed {
 				t.Fatalf("workers %d: tx %d/%d, pass %d/%d completed; report %s", workers, tx.completed, tx.accepted, pass.completed, pass.accepted, rep.AccountingLine())
 			}
-			if tx.maxHeld == 0 || arena.FreeFrames() != arena.Frames() || e.lost != 0 {
-				t.Fatalf("workers %d: port held at most %d; %d/%d frames free, %d lost", workers, tx.maxHeld, arena.FreeFrames(), arena.Frames(), e.lost)
+			if tx.maxHeld == 0 || arena.FreeFrames() != arena.Frames() || e.Frames().Lost != 0 {
+				t.Fatalf("workers %d: port held at most %d; %d/%d frames free, %d lost", workers, tx.maxHeld, arena.FreeFrames(), arena.Frames(), e.Frames().Lost)
 			}
 		}
 	}
@@ -232,8 +257,8 @@ func TestCompleterLostFrames(t *testing.T) {
 		if !errors.Is(err, ErrFramesLost) || !strings.Contains(err.Error(), "8 frames still held by p") {
 			t.Fatalf("lie=%v: Run returned %v", lie, err)
 		}
-		if e.lost != 8 {
-			t.Fatalf("lie=%v: %d frames lost, want the 8 the port kept", lie, e.lost)
+		if acct := e.Frames(); acct.Lost != 8 || acct.Total() != 32 || acct.Free != 24 {
+			t.Fatalf("lie=%v: %+v, want the 8 frames the port kept lost and 24 free", lie, acct)
 		}
 		if took > 20*time.Second {
 			t.Fatalf("lie=%v: the drain took %v", lie, took)
@@ -301,9 +326,10 @@ func TestCompleterErrors(t *testing.T) {
 // from the arena (as many as are free), copying in its templates in turn;
 // Recycle frees them.
 type genPort struct {
-	a    *rings.Arena
-	seq  uint64
-	tmpl [][]byte
+	a     *rings.Arena
+	seq   uint64
+	tmpl  [][]byte
+	limit uint64 // packets to give before io.EOF; 0: endless
 }
 
 // genTemplates are a UDP packet to port 53 (holdPipeline passes it), one
@@ -320,7 +346,10 @@ func genTemplates() [][]byte {
 func (p *genPort) Name() string { return "gen" }
 func (p *genPort) Receive(b *rings.Batch) (int, error) {
 	n := 0
-	for b.Len() < b.Cap() {
+	if p.limit > 0 && p.seq >= p.limit {
+		return 0, io.EOF
+	}
+	for b.Len() < b.Cap() && (p.limit == 0 || p.seq < p.limit) {
 		addr, ok := p.a.Alloc()
 		if !ok {
 			break
@@ -379,5 +408,131 @@ func TestCompletionPathNoAllocs(t *testing.T) {
 		if tx.completed == 0 || (general && (pass.completed == 0 || rep.Dropped == 0)) || tx.corrupted+pass.corrupted != 0 {
 			t.Fatalf("%s: completed tx %d pass %d, %s, %d frames overwritten", g.Name(), tx.completed, pass.completed, rep.AccountingLine(), tx.corrupted+pass.corrupted)
 		}
+	}
+}
+
+// placesPort is a holdPort that reports its places (every frame it holds
+// is KernelTX) and tracks its own moves.
+type placesPort struct{ *holdPort }
+
+func (p placesPort) FramePlaces(a *FrameAccount) { a.KernelTX += int(p.pub.Load()) }
+
+func (p placesPort) TrackFrames(t *rings.Tracker) rings.Owner {
+	p.tr, p.home, p.kernel = t, t.Owner(p.name+" home"), t.Owner(p.name+" kernel")
+	return p.home
+}
+
+// reportingGen is a genPort that reports its places: it holds no frame
+// between calls, so it adds nothing, and the engine then derives nothing.
+type reportingGen struct{ *genPort }
+
+func (reportingGen) FramePlaces(*FrameAccount) {}
+
+// TestFrameAccount checks the live frame accounting: read on the I/O loop
+// between turns (from the Completer's Complete, before it gives anything
+// back), the places sum exactly to the arena's frame count and frames are
+// seen held by the engine and by the output; read concurrently from another
+// goroutine while the engine runs, the engine's own places are one
+// consistent snapshot (the generator holds nothing, so they alone must sum
+// exactly); after the run every frame is free. For outputs that report
+// their places (KernelTX) and outputs that do not (Output), inline and with
+// workers, with frame tracking on.
+func TestFrameAccount(t *testing.T) {
+	const frames = 96
+	for _, reports := range []bool{false, true} {
+		for _, workers := range []int{0, 2} {
+			g, err := pipelines.Load("t.yaml", []byte(holdPipeline))
+			if err != nil {
+				t.Fatal(err)
+			}
+			arena, _ := rings.NewArena(rings.ArenaOptions{Frames: frames, FrameSize: 2048, Headroom: 256})
+			in := reportingGen{&genPort{a: arena, tmpl: genTemplates(), limit: 20000}}
+			tx := newHoldPort("p", arena, 64, 3)
+			var out Port = tx
+			if reports {
+				out = placesPort{tx}
+			}
+			o := DefaultOptions()
+			o.Workers, o.BatchSize, o.TrackFrames = workers, 16, true
+			e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"p": out}, Pass: NewNullPort("kernel")}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := e.Frames(); a.Free != frames || a.Total() != frames {
+				t.Fatalf("before the run: %+v", a)
+			}
+			var bad []string
+			var sawEngine, sawOutput bool
+			tx.onComplete = func() {
+				a := e.Frames()
+				held := a.Output
+				if reports {
+					held = a.KernelTX
+				}
+				if a.Total() != frames || a.Unreported != 0 || held != tx.n || (reports && a.Output != 0) {
+					bad = append(bad, fmt.Sprintf("turn %d: %+v (port holds %d)", tx.turn, a, tx.n))
+				}
+				sawEngine = sawEngine || a.Engine > 0
+				sawOutput = sawOutput || held > 0
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var reads, torn atomic.Int64
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					a := e.Frames()
+					own := a.Free + a.Engine + a.Output
+					if !reports && own != frames {
+						torn.Add(1)
+					}
+					reads.Add(1)
+					select {
+					case <-stop:
+						return
+					default:
+						runtime.Gosched()
+					}
+				}
+			}()
+			runErr := e.Run(nil)
+			close(stop)
+			wg.Wait()
+			if runErr != nil {
+				t.Fatalf("reports=%v workers %d: %v", reports, workers, runErr)
+			}
+			if len(bad) > 0 {
+				t.Fatalf("reports=%v workers %d: %d of %d turns did not sum: %s", reports, workers, len(bad), tx.completes, bad[0])
+			}
+			if !sawOutput || (workers > 0 && !sawEngine) {
+				t.Fatalf("reports=%v workers %d: never saw frames held by the output (%v) or the engine (%v)", reports, workers, sawOutput, sawEngine)
+			}
+			if torn.Load() != 0 {
+				t.Fatalf("reports=%v workers %d: %d of %d concurrent reads did not sum", reports, workers, torn.Load(), reads.Load())
+			}
+			if a := e.Frames(); a.Free != frames || a.Total() != frames {
+				t.Fatalf("reports=%v workers %d: after the run: %+v", reports, workers, a)
+			}
+		}
+	}
+}
+
+// TestTrackFramesPortPlaces: a port that records its own places catches a
+// move it forgot, and the error names the frame and both places.
+func TestTrackFramesPortPlaces(t *testing.T) {
+	_, _, err := holdRun(t, uniformPipeline, 64, 1, 0, func(a *rings.Arena) Outputs {
+		h := newHoldPort("p", a, 32, 2)
+		h.skipMove = true
+		return Outputs{Ports: map[string]Port{"p": placesPort{h}}}
+	}, nil)
+	if err == nil || !regexp.MustCompile(`move frame 0x[0-9a-f]+ from p home to in-flight: held by p kernel`).MatchString(err.Error()) {
+		t.Fatalf("a forgotten move: got %v", err)
+	}
+	_, _, err = holdRun(t, uniformPipeline, 64, 1, 2, func(a *rings.Arena) Outputs {
+		return Outputs{Ports: map[string]Port{"p": placesPort{newHoldPort("p", a, 32, 2)}}}
+	}, nil)
+	if err != nil {
+		t.Fatalf("a port that tracks its places correctly: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 func (e *Engine) complete(b *rings.Batch) {
 	c := &e.counts
 	c.batches++
+	e.inEngine -= len(b.Descs) // all handed on below
 	if e.completeUniform(b) {
 		return
 	}
@@ -66,6 +67,19 @@ func (e *Engine) complete(b *rings.Batch) {
 			e.recycle = append(e.recycle, d)
 		}
 	}
+	// Samples first: sinks copy the bytes, and before the transmits every
+	// frame is still the engine's (a Completer may own it after).
+	for k := range e.samples {
+		s := &e.samples[k]
+		if len(s.list) > 0 {
+			if s.sink != nil {
+				if _, err := s.sink.Transmit(e.arena, s.list); err != nil {
+					e.noteSampleError(k, err)
+				}
+			}
+			s.list = s.list[:0]
+		}
+	}
 	for p, list := range e.txList {
 		if len(list) == 0 {
 			continue
@@ -79,17 +93,6 @@ func (e *Engine) complete(b *rings.Batch) {
 		n := e.sendPass(e.passList)
 		if hold {
 			e.keep(e.passComp, e.passList, n)
-		}
-	}
-	for k := range e.samples {
-		s := &e.samples[k]
-		if len(s.list) > 0 {
-			if s.sink != nil {
-				if _, err := s.sink.Transmit(e.arena, s.list); err != nil {
-					e.noteSampleError(k, err)
-				}
-			}
-			s.list = s.list[:0]
 		}
 	}
 	if hold {
@@ -107,13 +110,15 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 		e.recycle = append(e.recycle, list...)
 		return
 	}
-	e.accepted(k, list[:n])
+	e.accepted(k, n)
 	e.recycle = append(e.recycle, list[n:]...)
 }
 
 // recycleFrames gives frames the engine is done with back to the input port.
 func (e *Engine) recycleFrames(descs []rings.Desc) {
-	e.trackRecycled(descs)
+	if e.tracker != nil {
+		e.trackRecycled(descs)
+	}
 	e.in.Recycle(descs)
 }
 
@@ -180,7 +185,7 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
 	n := e.transmit(p, descs, bytes)
 	if k := e.outComp[p]; k >= 0 {
-		e.accepted(k, descs[:n])
+		e.accepted(k, n)
 		descs = descs[n:]
 	}
 	e.recycleFrames(descs)
@@ -192,9 +197,15 @@ func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
 // reports at its end). It returns how many the port accepted.
 func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
 	c := &e.counts
+	if e.tracker != nil {
+		e.trackOffer(e.outComp[p], list)
+	}
 	n, err := e.out[p].Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
+	}
+	if e.tracker != nil {
+		e.trackTaken(e.outComp[p], list, n)
 	}
 	if n < len(list) {
 		bytes = sumLen(list[:n])
@@ -216,9 +227,15 @@ func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
 // loses nothing silently. It returns how many the port accepted.
 func (e *Engine) sendPass(list []rings.Desc) int {
 	c := &e.counts
+	if e.tracker != nil {
+		e.trackOffer(e.passComp, list)
+	}
 	n, err := e.pass.Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
+	}
+	if e.tracker != nil {
+		e.trackTaken(e.passComp, list, n)
 	}
 	c.passPackets += uint64(n)
 	c.passBytes += sumLen(list[:n])

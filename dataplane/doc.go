@@ -20,6 +20,16 @@
 // (TestDeterministicAcrossWorkers). With zero workers the pipeline runs
 // inline in the I/O loop: the fastest mode on one core.
 //
+// Run goes to the end of a capture; RunContext also stops when its context
+// is done (a live port never ends): it stops receiving, finishes the
+// batches in flight, takes back what Completers hold (bounded by
+// Options.DrainTimeout) and returns nil. While it runs, Snapshot (verdict
+// counters) and Frames (frame places) are readable from any goroutine
+// without a lock: the I/O loop, their only writer, publishes them between
+// batches under a sequence count, at least every 1024 packets, whenever it
+// idles, and every turn when an output is a Completer, so a snapshot always
+// balances.
+//
 // # Frame ownership and lifetimes
 //
 // A frame received from the input port is the engine's (in a batch, a
@@ -46,6 +56,18 @@
 // it, and replay also checks that every capture record was received or
 // counted as an input drop (oversize, short_link_header), and that every
 // frame came back to the arena.
+//
+// Frames are accounted live as well: Engine.Frames, callable from any
+// goroutine while the engine runs, says how many frames are in each place
+// (free, fill ring, kernel RX, RX ring, a port's own store, the engine,
+// TX ring, kernel TX, completion ring, a Completer output, lost). The
+// engine's places come from its own counters, published once per loop
+// turn under a sequence count; ports add theirs from their ring indices
+// (FrameReporter). Nothing walks the frames. The debug cross-check is
+// Options.TrackFrames: a rings.Tracker with one owner per place, in which
+// ports that implement FrameTracker record their own places, so a frame in
+// two places fails the first move that meets it, naming the frame and both
+// places.
 //
 // # Hazards
 //

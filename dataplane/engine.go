@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +26,15 @@ type Options struct {
 	Timing bool
 	// Idle is the workers' idle policy.
 	Idle workers.IdlePolicy
-	// TrackFrames is the accounting (debug) mode: a rings.Tracker records
-	// every frame handed to the pipeline and back, fails the run on a frame
-	// handed out while already in flight, and at the end audits the arena
-	// (every frame back on the free stack exactly once). It costs a few ns
-	// per packet; use it in tests and when debugging a port.
+	// TrackFrames is the accounting (debug) mode: a rings.Tracker with one
+	// owner per place records every frame handed to the pipeline, to the
+	// outputs and back, fails the run on a frame found in two places
+	// (naming the frame and both), and at the end audits the arena (every
+	// frame recorded free is on the free stack exactly once). Ports that
+	// implement FrameTracker record their own places; an input that keeps
+	// recycled frames elsewhere than the arena's free stack (a fill ring)
+	// must, or the audit reports its frames lost. It costs a few ns per
+	// packet; use it in tests and when debugging a port.
 	TrackFrames bool
 	// NewExecutor, when set, makes the executor that runs the pipeline on
 	// the engine's batches (a GPU backend, say); the engine then always
@@ -151,12 +156,25 @@ type Engine struct {
 	holds    bool
 	recycle  []rings.Desc
 	compBuf  []rings.Desc
-	lost     int // frames no Completer gave back by the end of the drain
-	counts   counts
-	elapsed  time.Duration
-	tracker  *rings.Tracker // nil unless Options.TrackFrames
-	inFlight rings.Owner
-	trackErr error
+
+	// Frame accounting: inEngine is how many frames the engine holds
+	// (received, not yet handed on); pub is what the I/O loop publishes
+	// for Frames and Snapshot. reporters are the ports that report their
+	// own places (the input and Completers), each once.
+	inEngine  int
+	pub       published
+	dirty     bool   // counts changed since the last publish
+	pubAt     uint64 // counts.received at the last publish
+	reporters []FrameReporter
+	inReports bool
+	counts    counts
+	elapsed   time.Duration
+	tracker   *rings.Tracker // nil unless Options.TrackFrames
+	inFlight  rings.Owner    // the engine's place
+	inHome    rings.Owner    // where recycled frames go: the input's home, or free
+	inTracks  bool           // the input is a FrameTracker
+	busy      []rings.Owner  // places a frame received from the input cannot be in
+	trackErr  error
 	// outErr is the first error an output (tx, pass or sample sink)
 	// returned; the run goes on so that every packet is still accounted
 	// for, and Run returns it at the end.
@@ -197,6 +215,7 @@ type counts struct {
 	dropPackets, dropBytes  []uint64 // by reason (graph reasons, then engine reasons)
 	passPackets, passBytes  uint64
 	batches                 uint64
+	execFull                uint64 // turns with every executor slot in flight
 }
 
 // Engine-level drop reasons, appended after the graph's own.
@@ -254,10 +273,6 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
 	}
 	e.passList = make([]rings.Desc, 0, e.batch)
-	if o.TrackFrames {
-		e.tracker = rings.NewTracker(a)
-		e.inFlight = e.tracker.Owner("in-flight")
-	}
 	if o.DrainTimeout < 0 {
 		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
 	}
@@ -269,6 +284,14 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
 		}
 	}
+	if o.TrackFrames {
+		e.tracker = rings.NewTracker(a)
+		e.inFlight = e.tracker.Owner("in-flight")
+		e.inHome = rings.OwnerFree
+		if ft, ok := in.(FrameTracker); ok {
+			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
+		}
+	}
 	for _, p := range e.out {
 		e.outComp = append(e.outComp, e.addCompleter(p))
 	}
@@ -277,12 +300,21 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.recycle = make([]rings.Desc, 0, e.batch)
 		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
 	}
+	e.inReports = e.addReporter(in)
+	for k := range e.comps {
+		c := &e.comps[k]
+		c.reports = e.addReporter(c.port)
+		if e.tracker != nil && !c.tracks {
+			e.busy = append(e.busy, c.owner)
+		}
+	}
 	e.nReasons = len(g.Reasons())
 	nReasons := e.nReasons + engineReasons
 	e.counts.txPackets = make([]uint64, len(e.out))
 	e.counts.txBytes = make([]uint64, len(e.out))
 	e.counts.dropPackets = make([]uint64, nReasons)
 	e.counts.dropBytes = make([]uint64, nReasons)
+	e.initPublished()
 
 	nRunners := max(e.workers, 1)
 	for range nRunners {
@@ -324,13 +356,23 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 // received so far; it may be nil.
 type Progress func(received uint64)
 
-// Run drives the engine until the input is exhausted (io.EOF), every
-// in-flight batch is done, and every frame is back with its port: frames
-// that Completer outputs hold are waited for up to Options.DrainTimeout,
-// and those still out then are counted as lost (ErrFramesLost). It then
-// stops the workers. An input error other than io.EOF stops the run after
-// draining what is in flight, and is returned.
-func (e *Engine) Run(progress Progress) (err error) {
+// Run is RunContext without a way to stop early: it runs until the input
+// is exhausted (io.EOF), as a replay does.
+func (e *Engine) Run(progress Progress) error {
+	return e.RunContext(context.Background(), progress)
+}
+
+// RunContext drives the engine until the input is exhausted (io.EOF) or
+// ctx is done, whichever comes first: a live port never returns io.EOF, so
+// a daemon runs until it cancels ctx. Either way the engine then stops
+// receiving, finishes every in-flight batch (its verdicts are acted on and
+// counted), waits up to Options.DrainTimeout for the frames that Completer
+// outputs hold, counts those still out as lost (and returns ErrFramesLost),
+// and stops the executor. A stop through ctx is clean: RunContext returns
+// nil, not ctx's error. An input error other than io.EOF stops the run the
+// same way and is returned, as is the first output error. RunContext is
+// called once per engine.
+func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) {
 	start := time.Now()
 	defer func() {
 		if e.exec != nil {
@@ -351,12 +393,15 @@ func (e *Engine) Run(progress Progress) (err error) {
 			}
 		}
 	}()
+	done := ctx.Done()
 	if e.exec == nil {
-		err = e.runInline(progress)
+		err = e.runInline(done, progress)
 	} else {
-		err = e.runExec(progress)
+		err = e.runExec(done, progress)
 	}
+	e.publish() // the loop's last turn may have returned before publishing
 	derr := e.drainOutputs()
+	e.publish()
 	if err == nil && e.trackErr == nil {
 		// A tracker error names the frame and its places: it comes first.
 		err = derr
@@ -364,18 +409,52 @@ func (e *Engine) Run(progress Progress) (err error) {
 	return err
 }
 
-func (e *Engine) runInline(progress Progress) error {
+// errStopped is the I/O loop's own marker for a stop through the context.
+var errStopped = errors.New("stopped")
+
+// stopped polls done without blocking: a nil channel (context.Background)
+// is never done, and the check costs a load per loop turn.
+func stopped(done <-chan struct{}) bool {
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// endOfInput turns the reason the loop stopped receiving into Run's error:
+// none for the end of a capture or a stop.
+func (e *Engine) endOfInput(err error) error {
+	if errors.Is(err, io.EOF) || err == errStopped {
+		return nil
+	}
+	return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
+}
+
+func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 	b := e.inline
 	r := e.runners[0]
 	tick := newTicker(progress)
 	idle := 0
 	for {
-		worked := e.pollCompletions()
+		// Inline, nothing is in flight between turns: a stop just ends
+		// the loop (Completers are drained after it).
+		if stopped(done) {
+			return nil
+		}
+		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		b.Clear()
 		n, err := e.in.Receive(b)
-		e.trackReceived(b, 0)
-		if e.trackErr != nil {
-			return e.trackErr
+		e.inEngine += b.Len()
+		if e.tracker != nil {
+			e.trackReceived(b, 0)
+			if e.trackErr != nil {
+				return e.trackErr
+			}
 		}
 		if n > 0 {
 			r.Process(b)
@@ -384,23 +463,22 @@ func (e *Engine) runInline(progress Progress) error {
 			worked = true
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
+			return e.endOfInput(err)
 		}
 		if worked {
+			e.turnDone()
 			idle = 0
 			continue
 		}
 		// Nothing received and nothing completed: a live port has nothing
 		// yet, or every frame is out with a Completer.
+		e.idleTurn()
 		idle++
 		ioBackoff(idle)
 	}
 }
 
-func (e *Engine) runExec(progress Progress) error {
+func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 	var (
 		cur   *rings.Batch // acquired, not yet submitted
 		inErr error
@@ -408,7 +486,7 @@ func (e *Engine) runExec(progress Progress) error {
 		tick  = newTicker(progress)
 	)
 	for {
-		worked := e.pollCompletions()
+		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		for {
 			b, ok := e.exec.Completed()
 			if !ok {
@@ -418,18 +496,26 @@ func (e *Engine) runExec(progress Progress) error {
 			e.exec.Release()
 			worked = true
 		}
+		if inErr == nil && stopped(done) {
+			inErr = errStopped // stop receiving; what is in flight finishes
+		}
 		if inErr == nil {
 			if cur == nil {
 				if b, ok := e.exec.Acquire(); ok {
 					cur = b
+				} else {
+					e.counts.execFull++
 				}
 			}
 			if cur != nil {
 				had := cur.Len()
 				n, err := e.in.Receive(cur)
-				e.trackReceived(cur, had)
-				if e.trackErr != nil && err == nil {
-					err = e.trackErr
+				e.inEngine += cur.Len() - had
+				if e.tracker != nil {
+					e.trackReceived(cur, had)
+					if e.trackErr != nil && err == nil {
+						err = e.trackErr
+					}
 				}
 				if err != nil {
 					inErr = err
@@ -449,16 +535,15 @@ func (e *Engine) runExec(progress Progress) error {
 		if inErr != nil && (cur == nil || cur.Len() == 0) && e.exec.InFlight() == 0 {
 			// Everything received is done (a slot acquired and never
 			// filled holds nothing).
-			if errors.Is(inErr, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("receive on %s: %w", e.in.Name(), inErr)
+			return e.endOfInput(inErr)
 		}
 		tick.maybe(e.counts.received)
 		if worked {
+			e.turnDone()
 			idle = 0
 			continue
 		}
+		e.idleTurn()
 		idle++
 		ioBackoff(idle)
 	}
@@ -480,34 +565,34 @@ func ioBackoff(idle int) {
 }
 
 // trackReceived records, in TrackFrames mode, that the frames of b's
-// descriptors from index from on entered the pipeline, and notes a frame
-// that was already in flight.
+// descriptors from index from on entered the engine: from the input's home
+// when the input tracks its places, else from wherever they were, unless
+// that is the engine itself or a Completer (a frame in two places).
 func (e *Engine) trackReceived(b *rings.Batch, from int) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
 	for _, d := range b.Descs[from:] {
-		cur, err := e.tracker.OwnerOf(d.Addr)
-		if err == nil && cur == e.inFlight {
-			err = fmt.Errorf("port %s handed out frame %#x while it was still in flight: %w", e.in.Name(), d.Addr, rings.ErrDuplicateFrame)
-		}
-		if err == nil {
-			err = e.tracker.Move(d.Addr, cur, e.inFlight)
+		var err error
+		if e.inTracks {
+			err = e.tracker.Move(d.Addr, e.inHome, e.inFlight)
+		} else {
+			_, err = e.tracker.Enter(d.Addr, e.inFlight, e.busy...)
 		}
 		if err != nil {
-			e.trackErr = err
+			e.trackErr = fmt.Errorf("port %s handed out a frame it did not hold: %w", e.in.Name(), err)
 			return
 		}
 	}
 }
 
 // trackRecycled records, in TrackFrames mode, that frames go back to the
-// input port.
+// input port (its home, or the free stack).
 func (e *Engine) trackRecycled(descs []rings.Desc) {
 	if e.tracker == nil || e.trackErr != nil {
 		return
 	}
-	if err := e.tracker.MoveDescs(descs, e.inFlight, rings.OwnerFree); err != nil {
+	if err := e.tracker.MoveDescs(descs, e.inFlight, e.inHome); err != nil {
 		e.trackErr = fmt.Errorf("frame coming back from the pipeline: %w", err)
 	}
 }

@@ -33,8 +33,9 @@ const pcapWriterBuffer = 1 << 20
 // equals the receive sequence number only when every packet goes to this
 // port in order.
 //
-// Transmit copies the packet bytes into a buffered writer before returning,
-// as Port requires; Close flushes the buffer and closes the file. After a
+// Transmit copies the packet bytes into a buffered writer before returning:
+// it only borrows frames (it is not a Completer), so the engine recycles
+// them as soon as Transmit returns. Close flushes the buffer and closes the file. After a
 // write error every call returns that error (wrapped with the path).
 type PcapWriter struct {
 	name   string

@@ -66,7 +66,7 @@ func TestTrackFrames(t *testing.T) {
 			t.Fatalf("workers %d: a correct port fails frame tracking: %v", workers, err)
 		}
 		err := runTracked(t, func(p *ReplayPort) Port { return &leakyPort{ReplayPort: p, duplicate: true} }, workers)
-		if !errors.Is(err, rings.ErrDuplicateFrame) || !strings.Contains(err.Error(), "still in flight") {
+		if !errors.Is(err, rings.ErrDuplicateFrame) || !strings.Contains(err.Error(), "enters in-flight while held by in-flight") {
 			t.Fatalf("workers %d: a frame handed out twice: got %v", workers, err)
 		}
 		err = runTracked(t, func(p *ReplayPort) Port { return &leakyPort{ReplayPort: p, leak: true} }, workers)

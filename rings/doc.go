@@ -10,7 +10,10 @@
 // bytes. The Tracker is the accounting mode that checks this in tests and
 // debug builds: it records every frame's owner, rejects a hand-off from
 // anyone but the holder (a double free included), and audits the arena for
-// frames lost or held twice.
+// frames lost or held twice. Each place is its own owner, registered by
+// name by whoever manages it (a port its rings, the engine its own), and a
+// frame entering a place while another holds it is reported with both
+// places named (Tracker.Enter).
 //
 // # Rings
 //

@@ -3,12 +3,15 @@ package rings
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
 // Owner names a place a frame can be: the arena's free stack, a port, a
-// ring, a worker, an output. Owners are small integers interned by a
-// Tracker from their names.
+// ring, a worker, an output. Each place is its own Owner: a port registers
+// its places (its fill, RX, TX and completion rings, the kernel behind
+// them) by name with Tracker.Owner, the engine its own. Owners are small
+// integers interned by a Tracker from their names.
 type Owner uint16
 
 const (
@@ -90,7 +93,7 @@ func (t *Tracker) Name(o Owner) string {
 
 // frame returns the frame number holding addr.
 func (t *Tracker) frame(addr uint64) (int, bool) {
-	f := addr / uint64(t.a.frameSize)
+	f := addr/uint64(t.a.frameSize) - uint64(t.a.first) // wraps below the arena's part
 	if f >= uint64(len(t.owner)) {
 		return 0, false
 	}
@@ -123,6 +126,32 @@ func (t *Tracker) Move(addr uint64, from, to Owner) error {
 	t.owner[f] = to
 	return nil
 }
+
+// Enter records that the frame containing addr enters place to from
+// wherever it is now, for a hand-off whose giver the tracker cannot name (a
+// port that does not track its own places hands the engine a frame it took
+// from the arena, a kernel ring or its own store). It returns where the
+// frame was. A frame already in to, or in one of the places in busy (places
+// that do not give frames up this way, such as the engine's own while it
+// holds the frame), is in two places: the error names the frame and both,
+// and wraps ErrDuplicateFrame. Nothing is recorded on error.
+func (t *Tracker) Enter(addr uint64, to Owner, busy ...Owner) (from Owner, err error) {
+	f, ok := t.frame(addr)
+	if !ok {
+		return 0, fmt.Errorf("enter %#x: %w", addr, ErrBadAddr)
+	}
+	cur := t.owner[f]
+	if cur == to || slices.Contains(busy, cur) {
+		return cur, fmt.Errorf("frame %#x enters %s while held by %s: %w", t.base(f), t.Name(to), t.Name(cur), ErrDuplicateFrame)
+	}
+	t.owner[f] = to
+	return cur, nil
+}
+
+// Places returns the names of every place interned so far, indexed by
+// Owner: OwnerFree and OwnerUntracked first, then each port's and the
+// engine's places in the order they were registered.
+func (t *Tracker) Places() []string { return slices.Clone(t.names) }
 
 // MoveDescs moves the frames of all descriptors in ds, stopping at the first
 // error.
@@ -158,7 +187,7 @@ func (t *Tracker) Free(addr uint64, from Owner) error {
 	return nil
 }
 
-func (t *Tracker) base(f int) uint64 { return uint64(f) * uint64(t.a.frameSize) }
+func (t *Tracker) base(f int) uint64 { return uint64(f+t.a.first) * uint64(t.a.frameSize) }
 
 // Counts returns how many frames each owner holds, by owner name, as
 // recorded (Check also verifies the record).

@@ -246,3 +246,41 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestTrackerEnter: a frame enters a place from wherever it is, unless it
+// is already there or in a busy place: then the error names the frame and
+// both places.
+func TestTrackerEnter(t *testing.T) {
+	a := newTestArena(t, 4, 2048, 0)
+	tr := NewTracker(a)
+	engine, rx := tr.Owner("engine"), tr.Owner("xsk0 rx")
+	addr, _ := tr.Alloc(rx)
+	from, err := tr.Enter(addr, engine, engine)
+	if err != nil || from != rx {
+		t.Fatalf("enter from rx: from %s, %v", tr.Name(from), err)
+	}
+	if o, _ := tr.OwnerOf(addr); o != engine {
+		t.Fatalf("frame now held by %s, want engine", tr.Name(o))
+	}
+	_, err = tr.Enter(addr+100, engine)
+	if !errors.Is(err, ErrDuplicateFrame) || !strings.Contains(err.Error(), "frame 0x0 enters engine while held by engine") {
+		t.Fatalf("enter twice: %v", err)
+	}
+	other, _ := tr.Alloc(rx)
+	if err := tr.Move(other, rx, engine); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tr.Enter(other, tr.Owner("xsk0 tx"), engine)
+	if !errors.Is(err, ErrDuplicateFrame) || !strings.Contains(err.Error(), "enters xsk0 tx while held by engine") {
+		t.Fatalf("enter from a busy place: %v", err)
+	}
+	if o, _ := tr.OwnerOf(other); o != engine {
+		t.Fatalf("failed enter recorded a move: held by %s", tr.Name(o))
+	}
+	if _, err := tr.Enter(1<<40, engine); !errors.Is(err, ErrBadAddr) {
+		t.Fatalf("enter outside the arena: %v", err)
+	}
+	if p := tr.Places(); len(p) != 5 || p[engine] != "engine" || p[OwnerFree] != "free" {
+		t.Fatalf("places %v", p)
+	}
+}

@@ -1,0 +1,37 @@
+// Package afxdp joins the engine (package dataplane) and the kernel gateway
+// (package xdp): a dataplane.Port over an AF_XDP socket, and the setup of
+// one receive queue's frame memory and sockets.
+//
+// # Frames and owners
+//
+// Each served receive queue has its own UMEM, mapped by xdp/, and one
+// rings.Arena sitting on it (rings.NewArenaOn), so the engine's descriptors
+// are the kernel's: a received frame is handed to the pipeline where the
+// kernel wrote it, and transmitted from there. The queue's receive socket
+// registered the UMEM; a transmit socket on each output interface binds
+// with XDP_SHARED_UMEM to the same UMEM (its own fill and completion rings,
+// as the kernel requires for another device), which is what lets a frame
+// received on one interface leave by another without a copy.
+//
+// A frame is in exactly one place:
+//
+//	arena free stack --Receive tops up--> fill ring --kernel takes--> kernel (RX)
+//	kernel (RX) --writes a packet--> RX ring --Receive--> engine / workers
+//	engine --Transmit--> TX ring --kernel takes--> kernel (TX) --sent--> completion ring
+//	completion ring --Complete--> engine --Recycle--> fill ring (or the arena when it is full)
+//	engine (drop, pass, refused) --Recycle--> fill ring
+//
+// Transmit takes ownership of the frames it accepts: they are the kernel's
+// until they show on the completion ring, and only Complete hands them back
+// (recycling them earlier is the duplicated-frame bug). Every place's count
+// comes from the rings' shared indices (FramePlaces), read with atomics, so
+// the accounting can be read from another goroutine while the queue runs.
+//
+// # Hazards
+//
+// A port is driven by one goroutine, the engine's I/O loop. The kernel
+// drops a frame on the floor when the RX ring is full (counted by the
+// socket's XDP_STATISTICS, which Stats reports), and a TX descriptor it
+// finds invalid is consumed without completion: the engine only transmits
+// descriptors it received, which the kernel wrote, so none is invalid.
+package afxdp

@@ -1,0 +1,378 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/xdp"
+)
+
+// Port is a dataplane.Port over one AF_XDP socket. A port on a receive
+// queue's socket receives (and may transmit: forwarding out of the same
+// interface); a port on a shared-UMEM socket of an output interface only
+// transmits. Every method but the counters and FramePlaces belongs to the
+// engine's I/O loop.
+type Port struct {
+	name    string
+	sock    *xdp.Socket
+	arena   *rings.Arena
+	receive bool
+	inPort  uint16
+	seq     uint64
+
+	frameMask uint64 // frame size - 1
+	fillBuf   []uint64
+	// outstanding counts frames accepted by Transmit and not yet handed
+	// back by Complete: on the TX ring, in the kernel, or on the
+	// completion ring. Written by the I/O loop only.
+	outstanding int
+
+	stats  portCounters
+	err    error       // first socket error seen (ENETDOWN after the link went)
+	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
+
+	// Accounting (debug) mode: nil tracker when off. home is where the
+	// engine and the port hand frames over; rxKernel holds the frames
+	// given to the kernel to receive into (fill ring and kernel), txKernel
+	// those given to it to send (TX ring, kernel, completion ring).
+	tracker            *rings.Tracker
+	home               rings.Owner
+	rxKernel, txKernel rings.Owner
+	trackErr           error
+}
+
+// Engine-side interfaces this port implements.
+var (
+	_ dataplane.Completer     = (*Port)(nil)
+	_ dataplane.FrameReporter = (*Port)(nil)
+	_ dataplane.FrameTracker  = (*Port)(nil)
+)
+
+// portCounters are written by the I/O loop and read by Counters from any
+// goroutine.
+type portCounters struct {
+	rxPackets   atomic.Uint64
+	txPackets   atomic.Uint64
+	completions atomic.Uint64
+	// fillStarved counts Receive calls that found the fill ring below a
+	// quarter full and no free frame to top it up: frames are held
+	// elsewhere (in flight, in the kernel's TX), the back-pressure the
+	// kernel then shows as rx_fill_ring_empty.
+	fillStarved atomic.Uint64
+	// txRingFull counts Transmit calls that found less room on the TX
+	// ring than they had packets; the engine counts the refused packets
+	// as tx_full drops.
+	txRingFull atomic.Uint64
+	// kicks and wakeups count the syscalls need_wakeup asked for.
+	kicks, wakeups atomic.Uint64
+	kickErrors     atomic.Uint64
+}
+
+// Counters is a port's own counters.
+type Counters struct {
+	RXPackets, TXPackets, Completions uint64
+	FillStarved, TXRingFull           uint64
+	Kicks, Wakeups, KickErrors        uint64
+}
+
+// ErrBadOptions reports options that cannot make a port.
+var ErrBadOptions = errors.New("bad port options")
+
+// NewPort makes a port named name over sock, whose UMEM is arena's memory.
+// A receiving port tags its packets with inPort.
+func NewPort(name string, sock *xdp.Socket, arena *rings.Arena, receive bool, inPort uint16) (*Port, error) {
+	if sock == nil || arena == nil {
+		return nil, fmt.Errorf("port %s: %w: a socket and an arena are required", name, ErrBadOptions)
+	}
+	p := &Port{
+		name:      name,
+		sock:      sock,
+		arena:     arena,
+		receive:   receive,
+		inPort:    inPort,
+		frameMask: uint64(arena.FrameSize() - 1),
+	}
+	if receive {
+		// The first Receive fills the fill ring: after NewEngine has
+		// offered the accounting mode its tracker.
+		p.fillBuf = make([]uint64, sock.Fill().Size())
+	}
+	return p, nil
+}
+
+// Name returns the port's name.
+func (p *Port) Name() string { return p.name }
+
+// Socket returns the port's socket.
+func (p *Port) Socket() *xdp.Socket { return p.sock }
+
+// Err returns the first socket error the port saw (nil while healthy).
+func (p *Port) Err() error { return p.err }
+
+// refill tops the fill ring up from the arena's free stack.
+func (p *Port) refill() {
+	f := p.sock.Fill()
+	room := f.Size() - int(f.Producer()-f.Consumer())
+	if room <= 0 {
+		return
+	}
+	free := p.arena.FreeFrames()
+	if free == 0 {
+		if room > 3*f.Size()/4 {
+			p.stats.fillStarved.Add(1)
+		}
+		return
+	}
+	n := p.arena.AllocN(p.fillBuf[:min(room, free)])
+	for i := range n {
+		p.fillBuf[i] &^= p.frameMask // the kernel takes frame bases
+	}
+	put := f.ProduceAddrs(p.fillBuf[:n])
+	for _, a := range p.fillBuf[put:n] { // cannot happen: room was measured
+		p.arena.Free(a)
+	}
+	if p.tracker != nil {
+		for _, a := range p.fillBuf[:put] {
+			p.track(a, rings.OwnerFree, p.rxKernel)
+		}
+	}
+}
+
+// track records one move in the accounting mode, keeping the first error.
+func (p *Port) track(addr uint64, from, to rings.Owner) {
+	if p.trackErr != nil {
+		return
+	}
+	if err := p.tracker.Move(addr, from, to); err != nil {
+		p.trackErr = fmt.Errorf("%s: %w", p.name, err)
+	}
+}
+
+// TrackFrames interns the port's places in t and returns its home (the
+// accounting mode; the engine calls it before anything else).
+func (p *Port) TrackFrames(t *rings.Tracker) rings.Owner {
+	p.tracker = t
+	p.home = t.Owner(p.name)
+	p.rxKernel = t.Owner(p.name + " fill/kernel rx")
+	p.txKernel = t.Owner(p.name + " tx/kernel/completion")
+	return p.home
+}
+
+// Receive tops the fill ring up, then appends the RX ring's descriptors to
+// b. With nothing on the RX ring and the kernel asking for a wake-up on the
+// fill ring, it makes the one syscall that asks.
+func (p *Port) Receive(b *rings.Batch) (int, error) {
+	if p.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	if !p.receive {
+		return 0, dataplane.ErrNotReceiver
+	}
+	if p.trackErr != nil {
+		return 0, p.trackErr
+	}
+	p.refill()
+	rx := p.sock.RX()
+	want := b.Cap() - b.Len()
+	idx, got := rx.Peek(want)
+	for i := range got {
+		d := rx.Get(idx + uint32(i))
+		b.Append(d, p.seq, p.inPort)
+		p.seq++
+		if p.tracker != nil {
+			p.track(d.Addr, p.rxKernel, p.home)
+		}
+	}
+	if got > 0 {
+		rx.Release(got)
+		p.stats.rxPackets.Add(uint64(got))
+		return got, nil
+	}
+	if p.sock.Fill().NeedWakeup() {
+		p.stats.wakeups.Add(1)
+		if err := p.sock.WakeRX(); err != nil {
+			return 0, p.fail(err)
+		}
+	}
+	return 0, nil
+}
+
+// fail records the socket's first error and returns it.
+func (p *Port) fail(err error) error {
+	if p.err == nil {
+		p.err = fmt.Errorf("%s: %w", p.name, err)
+	}
+	return p.err
+}
+
+// Transmit puts descs on the TX ring and takes ownership of the frames it
+// accepted (a prefix of descs): they come back through Complete once the
+// kernel reports them on the completion ring.
+func (p *Port) Transmit(_ *rings.Arena, descs []rings.Desc) (int, error) {
+	if p.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	tx := p.sock.TX()
+	idx, got := tx.Reserve(len(descs))
+	for i := range got {
+		tx.Set(idx+uint32(i), descs[i])
+		if p.tracker != nil {
+			p.track(descs[i].Addr, p.home, p.txKernel)
+		}
+	}
+	if got > 0 {
+		tx.Submit(got)
+		p.outstanding += got
+		p.stats.txPackets.Add(uint64(got))
+	}
+	if got < len(descs) {
+		p.stats.txRingFull.Add(1)
+	}
+	if err := p.kick(); err != nil {
+		return got, err
+	}
+	return got, nil
+}
+
+// kick asks the kernel to send what is on the TX ring, when it said it
+// needs asking.
+func (p *Port) kick() error {
+	if !p.sock.TX().NeedWakeup() {
+		return nil
+	}
+	p.stats.kicks.Add(1)
+	if err := p.sock.KickTX(); err != nil {
+		p.stats.kickErrors.Add(1)
+		return p.fail(err)
+	}
+	return nil
+}
+
+// Complete appends the frames whose transmission completed to dst (up to
+// its capacity) and gives up their ownership to the caller. It also kicks
+// a TX ring the kernel has not yet drained, so a refused kick is retried.
+func (p *Port) Complete(dst []rings.Desc) []rings.Desc {
+	if p.outstanding == 0 {
+		return dst
+	}
+	tx := p.sock.TX()
+	if tx.Producer() != tx.Consumer() {
+		_ = p.kick() // recorded in p.err and the counters
+	}
+	c := p.sock.Completion()
+	idx, got := c.Peek(cap(dst) - len(dst))
+	for i := range got {
+		addr := c.Get(idx + uint32(i))
+		dst = append(dst, rings.Desc{Addr: addr})
+		if p.tracker != nil {
+			p.track(addr, p.txKernel, p.home)
+		}
+	}
+	if got > 0 {
+		c.Release(got)
+		p.outstanding -= got
+		p.stats.completions.Add(uint64(got))
+	}
+	return dst
+}
+
+// Outstanding returns how many frames Transmit accepted that Complete has
+// not handed back.
+func (p *Port) Outstanding() int { return p.outstanding }
+
+// Recycle takes back frames the engine is done with: straight onto the
+// fill ring of a receiving port while it has room, else to the arena.
+func (p *Port) Recycle(descs []rings.Desc) {
+	i := 0
+	if p.receive && !p.closed.Load() {
+		f := p.sock.Fill()
+		idx, got := f.Reserve(len(descs))
+		for ; i < got; i++ {
+			f.Set(idx+uint32(i), descs[i].Addr&^p.frameMask)
+			if p.tracker != nil {
+				p.track(descs[i].Addr, p.home, p.rxKernel)
+			}
+		}
+		if got > 0 {
+			f.Submit(got)
+		}
+	}
+	for _, d := range descs[i:] {
+		p.arena.Free(d.Addr)
+		if p.tracker != nil {
+			p.track(d.Addr, p.home, rings.OwnerFree)
+		}
+	}
+}
+
+// Counters returns the port's counters; safe from any goroutine.
+func (p *Port) Counters() Counters {
+	s := &p.stats
+	return Counters{
+		RXPackets: s.rxPackets.Load(), TXPackets: s.txPackets.Load(), Completions: s.completions.Load(),
+		FillStarved: s.fillStarved.Load(), TXRingFull: s.txRingFull.Load(),
+		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(),
+	}
+}
+
+// FramePlaces adds the port's places to acct (dataplane.FrameReporter):
+// from the rings' shared indices, safe from any goroutine.
+func (p *Port) FramePlaces(acct *dataplane.FrameAccount) {
+	pl := p.Places()
+	acct.Fill += pl.Fill
+	acct.KernelRX += pl.KernelRX
+	acct.RX += pl.RX
+	acct.TX += pl.TX
+	acct.KernelTX += pl.KernelTX
+	acct.Completion += pl.Completion
+}
+
+// Places is where a port's frames are, from the rings' shared indices.
+type Places struct {
+	Fill, KernelRX, RX, TX, KernelTX, Completion int
+}
+
+// Total is the number of frames the port's rings and the kernel hold.
+func (pl Places) Total() int {
+	return pl.Fill + pl.KernelRX + pl.RX + pl.TX + pl.KernelTX + pl.Completion
+}
+
+// Places reads the frame counts of each place from the rings' indices
+// (atomic loads: safe from any goroutine). Each count is the difference
+// of two cumulative 32-bit indices, so it is right across wrap-around.
+// Read while the kernel moves frames, one frame may show in two
+// neighbouring places or in none.
+func (p *Port) Places() Places {
+	var pl Places
+	if p.closed.Load() {
+		return pl
+	}
+	tx, c := p.sock.TX(), p.sock.Completion()
+	txProd, txCons := tx.Producer(), tx.Consumer()
+	cProd, cCons := c.Producer(), c.Consumer()
+	pl.TX = int(txProd - txCons)
+	pl.KernelTX = int(txCons - cProd)
+	pl.Completion = int(cProd - cCons)
+	if p.receive {
+		f, rx := p.sock.Fill(), p.sock.RX()
+		fProd, fCons := f.Producer(), f.Consumer()
+		rProd, rCons := rx.Producer(), rx.Consumer()
+		pl.Fill = int(fProd - fCons)
+		pl.KernelRX = int(fCons - rProd)
+		pl.RX = int(rProd - rCons)
+	}
+	return pl
+}
+
+// Close closes the port's socket. The frames it held go with the UMEM,
+// which its Queue releases.
+func (p *Port) Close() error {
+	if p.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	return p.sock.Close()
+}

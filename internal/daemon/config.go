@@ -1,0 +1,417 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is warpflowd's configuration file, plain data. Load reads it
+// strictly (unknown keys and wrong types are errors with file:line), then
+// Validate checks the values; every problem is reported at once.
+type Config struct {
+	// Pipeline is the pipeline file, relative to the config file's directory.
+	Pipeline string `yaml:"pipeline"`
+	// Interfaces the dataplane uses: each receives (an XDP program and one
+	// AF_XDP socket per queue) unless Receive is false.
+	Interfaces []InterfaceConfig `yaml:"interfaces"`
+	// Ports maps the pipeline's tx port names to interfaces. A port left
+	// out goes to the interface of the same name.
+	Ports map[string]string `yaml:"ports"`
+	// Pass says what the pass verdict does on a live port. AF_XDP has no
+	// way to hand a frame it holds back to the kernel's stack, so "refuse"
+	// (the default) refuses to run a pipeline that can pass, and "drop"
+	// runs it and counts passed packets as drops with reason
+	// pass_unsupported.
+	Pass string `yaml:"pass"`
+	// UMEM sizes each queue's frame memory.
+	UMEM UMEMConfig `yaml:"umem"`
+	// Rings sizes each socket's rings (powers of two).
+	Rings RingsConfig `yaml:"rings"`
+	// WorkersPerQueue is the number of worker goroutines behind each
+	// queue's I/O loop; 0 runs the pipeline inline in the I/O loop.
+	// -1 (the default) takes the pipeline's settings.workers.
+	WorkersPerQueue int `yaml:"workers_per_queue"`
+	// CPUs pins the queues' I/O loops, in order (and their workers after
+	// them). Empty: no pinning.
+	CPUs []int `yaml:"cpus"`
+	// BusyPoll sets the sockets' busy-poll options where the kernel has
+	// them.
+	BusyPoll BusyPollConfig `yaml:"busy_poll"`
+	// OnLinkLoss is what the daemon does when an interface disappears:
+	// "exit" (default: drain, detach and exit non-zero) or "continue"
+	// (keep serving the other queues).
+	OnLinkLoss string `yaml:"on_link_loss"`
+	// StatsInterval logs one stats line per interval; 0 turns it off.
+	StatsInterval Duration `yaml:"stats_interval"`
+	// Log configures log/slog.
+	Log LogConfig `yaml:"log"`
+	// TXCopy makes the transmit ports on other interfaces copy each
+	// packet into a UMEM of their own instead of sharing the receiving
+	// queue's UMEM (for drivers that misbehave with a shared UMEM; without
+	// it they copy only where the kernel refuses to share). Copies are
+	// counted (tx_copied) and logged.
+	TXCopy bool `yaml:"tx_copy"`
+	// TrackFrames is the accounting (debug) mode: every frame's owner is
+	// recorded at each hand-off (engine, fill ring and kernel, TX ring and
+	// kernel), and a frame found in two places stops the queue with an
+	// error naming the frame and both places. It costs a few ns per packet.
+	TrackFrames bool `yaml:"track_frames"`
+
+	// File is where the config was read from ("" for flags only).
+	File string `yaml:"-"`
+	// lines maps a key path ("interfaces[0].attach") to its line in File.
+	lines map[string]int
+}
+
+// InterfaceConfig is one interface.
+type InterfaceConfig struct {
+	Name string `yaml:"name"`
+	// Queues lists the receive queues to serve; empty means every queue.
+	Queues []int `yaml:"queues"`
+	// Attach is the XDP attach mode: auto (native, else generic), native
+	// or generic.
+	Attach string `yaml:"attach"`
+	// Bind is the AF_XDP bind mode: auto (zero-copy, else copy), zerocopy
+	// or copy.
+	Bind string `yaml:"bind"`
+	// Receive, when false, makes the interface transmit only (no XDP
+	// program); default true.
+	Receive *bool `yaml:"receive"`
+}
+
+// Receives reports whether the interface receives.
+func (i InterfaceConfig) Receives() bool { return i.Receive == nil || *i.Receive }
+
+// UMEMConfig sizes one queue's UMEM.
+type UMEMConfig struct {
+	Frames    int `yaml:"frames"`
+	FrameSize int `yaml:"frame_size"`
+	Headroom  int `yaml:"headroom"`
+	// Shared maps one UMEM per receiving interface, shared by all its
+	// queues' sockets (XDP_SHARED_UMEM) and split into one arena per
+	// queue, instead of one UMEM per queue.
+	Shared bool `yaml:"shared"`
+}
+
+// RingsConfig sizes one socket's rings.
+type RingsConfig struct {
+	RX         int `yaml:"rx"`
+	TX         int `yaml:"tx"`
+	Fill       int `yaml:"fill"`
+	Completion int `yaml:"completion"`
+}
+
+// BusyPollConfig are the socket busy-poll options.
+type BusyPollConfig struct {
+	Prefer bool `yaml:"prefer"`
+	Usec   int  `yaml:"usec"`
+	Budget int  `yaml:"budget"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Format string `yaml:"format"` // text or json
+	Level  string `yaml:"level"`  // debug, info, warn, error
+}
+
+// Duration is a time.Duration written as "10s", "500ms" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 10s", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: duration %q: want a value such as 10s or 500ms", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// DefaultConfig returns the defaults every field starts from.
+func DefaultConfig() Config {
+	return Config{
+		Pass:            "refuse",
+		UMEM:            UMEMConfig{Frames: 4096, FrameSize: 4096, Headroom: 0},
+		Rings:           RingsConfig{RX: 2048, TX: 2048, Fill: 2048, Completion: 2048},
+		WorkersPerQueue: -1,
+		OnLinkLoss:      "exit",
+		StatsInterval:   Duration(10 * time.Second),
+		Log:             LogConfig{Format: "text", Level: "info"},
+	}
+}
+
+// ConfigError is every problem found in a config, one per line, each with
+// its file and line when it has one.
+type ConfigError struct{ Problems []string }
+
+func (e *ConfigError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// LoadConfig reads path over DefaultConfig.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+// ParseConfig decodes data (read from file) strictly over DefaultConfig.
+// Unknown keys, wrong types and a second document are errors naming
+// file:line; the values are not validated (Validate does that).
+func ParseConfig(file string, data []byte) (Config, error) {
+	c := DefaultConfig()
+	c.File = file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, &ConfigError{[]string{file + ":1: empty config: want a mapping with pipeline and interfaces"}}
+		}
+		return c, yamlConfigError(file, err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err == nil && len(root.Content) == 1 {
+		c.lines = map[string]int{}
+		recordLines(root.Content[0], "", c.lines)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		line := extra.Line
+		if err != nil {
+			return c, yamlConfigError(file, err)
+		}
+		return c, &ConfigError{[]string{fmt.Sprintf("%s:%d: config must be a single YAML document", file, line)}}
+	}
+	return c, nil
+}
+
+// yamlConfigError turns yaml.v3's "yaml: line N: msg" and TypeError lists
+// into file:N: msg lines.
+func yamlConfigError(file string, err error) error {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	out := &ConfigError{}
+	for _, m := range msgs {
+		if g := yamlLineRE.FindStringSubmatch(m); g != nil {
+			n, _ := strconv.Atoi(g[1])
+			out.Problems = append(out.Problems, fmt.Sprintf("%s:%d: %s", file, n, cleanTypeMsg(g[2])))
+			continue
+		}
+		out.Problems = append(out.Problems, file+": "+m)
+	}
+	return out
+}
+
+// cleanTypeMsg rewrites yaml.v3's Go-flavoured messages for users.
+func cleanTypeMsg(m string) string {
+	if f, ok := strings.CutPrefix(m, "field "); ok {
+		if name, _, ok := strings.Cut(f, " not found in type"); ok {
+			return fmt.Sprintf("unknown key %q", name)
+		}
+	}
+	m = strings.ReplaceAll(m, "!!str", "a string")
+	m = strings.ReplaceAll(m, "!!int", "an integer")
+	m = strings.ReplaceAll(m, "!!seq", "a list")
+	m = strings.ReplaceAll(m, "!!map", "a mapping")
+	return m
+}
+
+// recordLines walks n and records the line of every key path under prefix.
+func recordLines(n *yaml.Node, prefix string, lines map[string]int) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			path := k.Value
+			if prefix != "" {
+				path = prefix + "." + k.Value
+			}
+			lines[path] = k.Line
+			recordLines(v, path, lines)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			path := fmt.Sprintf("%s[%d]", prefix, i)
+			lines[path] = item.Line
+			recordLines(item, path, lines)
+		}
+	}
+}
+
+// at returns "file:line" for key path, or the file (or "flags") alone when
+// the path was not in the file (a default or a flag).
+func (c Config) at(path string) string {
+	if c.File == "" {
+		return "flags"
+	}
+	if n, ok := c.lines[path]; ok {
+		return fmt.Sprintf("%s:%d", c.File, n)
+	}
+	return c.File
+}
+
+// PipelinePath is the pipeline file's path resolved against the config
+// file's directory.
+func (c Config) PipelinePath() string {
+	if c.Pipeline == "" || filepath.IsAbs(c.Pipeline) || c.File == "" {
+		return c.Pipeline
+	}
+	return filepath.Join(filepath.Dir(c.File), c.Pipeline)
+}
+
+var ifaceNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
+
+// Validate checks every value and returns all problems at once.
+func (c Config) Validate() error {
+	var p []string
+	add := func(path, format string, args ...any) {
+		p = append(p, c.at(path)+": "+fmt.Sprintf(format, args...))
+	}
+	if c.Pipeline == "" {
+		add("pipeline", "pipeline: required (the pipeline file to run)")
+	}
+	if len(c.Interfaces) == 0 {
+		add("interfaces", "interfaces: at least one interface is required")
+	}
+	seen := map[string]bool{}
+	receivers := 0
+	for i, in := range c.Interfaces {
+		ipath := fmt.Sprintf("interfaces[%d]", i)
+		name := ipath
+		if in.Name != "" {
+			name = fmt.Sprintf("interface %q", in.Name)
+		}
+		switch {
+		case in.Name == "":
+			add(ipath, "%s: name is required", name)
+		case !ifaceNameRE.MatchString(in.Name):
+			add(ipath+".name", "%s: not a valid interface name", name)
+		case seen[in.Name]:
+			add(ipath+".name", "%s: listed twice", name)
+		}
+		seen[in.Name] = true
+		if in.Receives() {
+			receivers++
+		}
+		switch in.Attach {
+		case "", "auto", "native", "generic":
+		default:
+			add(ipath+".attach", "%s: attach %q: want auto, native or generic", name, in.Attach)
+		}
+		switch in.Bind {
+		case "", "auto", "zerocopy", "copy":
+		default:
+			add(ipath+".bind", "%s: bind %q: want auto, zerocopy or copy", name, in.Bind)
+		}
+		qs := map[int]bool{}
+		for _, q := range in.Queues {
+			if q < 0 || q > 1023 {
+				add(ipath+".queues", "%s: queue %d: want 0..1023", name, q)
+			}
+			if qs[q] {
+				add(ipath+".queues", "%s: queue %d listed twice", name, q)
+			}
+			qs[q] = true
+		}
+	}
+	if len(c.Interfaces) > 0 && receivers == 0 {
+		add("interfaces", "interfaces: none receives (every one has receive: false)")
+	}
+	for port, iface := range c.Ports {
+		if !seen[iface] {
+			add("ports."+port, "ports: %s -> %q: not one of the interfaces", port, iface)
+		}
+	}
+	switch c.Pass {
+	case "refuse", "drop":
+	default:
+		add("pass", "pass %q: want refuse or drop", c.Pass)
+	}
+	u := c.UMEM
+	if u.FrameSize != 2048 && u.FrameSize != 4096 {
+		add("umem.frame_size", "umem.frame_size %d: want 2048 or 4096", u.FrameSize)
+	}
+	if u.Frames < 64 || u.Frames > 1<<20 {
+		add("umem.frames", "umem.frames %d: want 64..%d", u.Frames, 1<<20)
+	}
+	if maxHead := u.FrameSize/2 - 256 - 1; u.Headroom < 0 || u.Headroom > maxHead {
+		add("umem.headroom", "umem.headroom %d: want 0..%d (the kernel adds 256 bytes of its own)", u.Headroom, max(maxHead, 0))
+	}
+	for _, r := range []struct {
+		name string
+		v    int
+	}{{"rings.rx", c.Rings.RX}, {"rings.tx", c.Rings.TX}, {"rings.fill", c.Rings.Fill}, {"rings.completion", c.Rings.Completion}} {
+		if r.v < 64 || r.v > 1<<16 || r.v&(r.v-1) != 0 {
+			add(r.name, "%s %d: want a power of two in 64..65536", r.name, r.v)
+		}
+	}
+	if c.Rings.Fill+c.Rings.TX > u.Frames && u.Frames >= 64 {
+		add("umem.frames", "umem.frames %d: fewer than rings.fill + rings.tx (%d); the fill ring could never be kept full", u.Frames, c.Rings.Fill+c.Rings.TX)
+	}
+	if c.WorkersPerQueue < -1 || c.WorkersPerQueue > 64 {
+		add("workers_per_queue", "workers_per_queue %d: want -1 (the pipeline's), 0 (inline) .. 64", c.WorkersPerQueue)
+	}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 {
+			add("cpus", "cpus: %d is not a CPU number", cpu)
+		}
+	}
+	if c.BusyPoll.Usec < 0 || c.BusyPoll.Budget < 0 {
+		add("busy_poll", "busy_poll: usec and budget must not be negative")
+	}
+	switch c.OnLinkLoss {
+	case "exit", "continue":
+	default:
+		add("on_link_loss", "on_link_loss %q: want exit or continue", c.OnLinkLoss)
+	}
+	if c.StatsInterval < 0 {
+		add("stats_interval", "stats_interval: must not be negative")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		add("log.format", "log.format %q: want text or json", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "log.level %q: want debug, info, warn or error", c.Log.Level)
+	}
+	if len(p) > 0 {
+		sort.SliceStable(p, func(i, j int) bool { return problemLine(p[i]) < problemLine(p[j]) })
+		return &ConfigError{Problems: p}
+	}
+	return nil
+}
+
+var problemLineRE = regexp.MustCompile(`^[^:]*:(\d+):`)
+
+// problemLine is the line a problem names, 0 when it names none.
+func problemLine(p string) int {
+	if m := problemLineRE.FindStringSubmatch(p); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}

@@ -1,0 +1,440 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/workers"
+	"github.com/warpflow/warpflow/xdp"
+)
+
+// Daemon is a configured, attached dataplane, ready to Run.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	graph *pipelines.Graph
+	progs map[string]*xdp.Program // by interface
+	// ifaces are every interface the daemon uses, receiving or not.
+	ifaces []string
+	queues []*queue
+	shared []*afxdp.SharedUMEM // closed after the queues
+
+	linkLosses atomic.Uint64
+	closeOnce  sync.Once
+}
+
+// queue is one served receive queue and its engine.
+type queue struct {
+	q      *afxdp.Queue
+	eng    *dataplane.Engine
+	ifaces []string // interfaces it uses: its own and its outputs
+	cpu    int      // -1: not pinned
+	cancel context.CancelFunc
+	lost   atomic.Bool // its interface went: stopped, not failed
+}
+
+// New checks cfg, loads the pipeline, attaches the programs and opens the
+// queues. On failure it undoes what it made.
+func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}}
+	d = made
+	defer func() {
+		if err != nil {
+			made.Close() // the returns below have already set d to nil
+		}
+	}()
+	d.graph, err = pipelines.LoadFile(cfg.PipelinePath())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkPass(); err != nil {
+		return nil, err
+	}
+	portIface, err := d.portInterfaces()
+	if err != nil {
+		return nil, err
+	}
+	if err := xdp.Probe(); err != nil {
+		return nil, explain("AF_XDP", err)
+	}
+	for _, in := range cfg.Interfaces {
+		d.ifaces = append(d.ifaces, in.Name)
+		if _, err := net.InterfaceByName(in.Name); err != nil {
+			return nil, fmt.Errorf("interface %s: not found in this network namespace: check the name with `ip link` (run warpflowd in the namespace that has it)", in.Name)
+		}
+	}
+	outputs := uniqueValues(portIface)
+	var inPort uint16
+	for _, in := range cfg.Interfaces {
+		if !in.Receives() {
+			continue
+		}
+		queues := in.Queues
+		if len(queues) == 0 {
+			n, err := xdp.RXQueues(in.Name)
+			if err != nil {
+				return nil, explain("interface "+in.Name, err)
+			}
+			for q := range n {
+				queues = append(queues, q)
+			}
+		}
+		attach, err := xdp.ParseAttachMode(orDefault(in.Attach, "auto"))
+		if err != nil {
+			return nil, err
+		}
+		prog, err := xdp.LoadProgram(xdp.ProgramOptions{Interface: in.Name, Attach: attach, Queues: slices.Max(queues) + 1})
+		if err != nil {
+			return nil, explain("attach XDP program to "+in.Name, err)
+		}
+		d.progs[in.Name] = prog
+		bind, err := xdp.ParseBindMode(orDefault(in.Bind, "auto"))
+		if err != nil {
+			return nil, err
+		}
+		var shared *afxdp.SharedUMEM
+		if cfg.UMEM.Shared {
+			shared, err = afxdp.NewSharedUMEM(xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom}, len(queues))
+			if err != nil {
+				return nil, explain("interface "+in.Name, err)
+			}
+			d.shared = append(d.shared, shared)
+		}
+		for part, qi := range queues {
+			qq, err := d.openQueue(in.Name, qi, bind, outputs, portIface, inPort, shared, part)
+			if err != nil {
+				return nil, err
+			}
+			if err := prog.Register(qi, qq.q.RX().Socket()); err != nil {
+				return nil, explain(fmt.Sprintf("register %s queue %d in the XDP program", in.Name, qi), err)
+			}
+			d.log.Info("queue up", "interface", in.Name, "queue", qi,
+				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
+				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
+				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu)
+			inPort++
+		}
+	}
+	return d, nil
+}
+
+// checkPass refuses a pipeline that can pass when the config says so.
+func (d *Daemon) checkPass() error {
+	if d.cfg.Pass != "refuse" {
+		return nil
+	}
+	for _, st := range d.graph.Stages() {
+		if st.Kind == "pass" {
+			return fmt.Errorf("pipeline %q stage %q passes packets to the kernel, which an AF_XDP port cannot do: remove the pass stage, or set `pass: drop` in the daemon config to count them as dropped (reason pass_full)", d.graph.Name(), st.Name)
+		}
+	}
+	return nil
+}
+
+// portInterfaces maps every tx port of the pipeline to its interface.
+func (d *Daemon) portInterfaces() (map[string]string, error) {
+	known := map[string]bool{}
+	for _, in := range d.cfg.Interfaces {
+		known[in.Name] = true
+	}
+	m := map[string]string{}
+	for _, port := range d.graph.Ports() {
+		iface, ok := d.cfg.Ports[port]
+		if !ok {
+			iface = port
+		}
+		if !known[iface] {
+			return nil, fmt.Errorf("pipeline %q transmits on port %q, which is no configured interface: add `ports: {%s: IFACE}` to the daemon config", d.graph.Name(), port, port)
+		}
+		m[port] = iface
+	}
+	return m, nil
+}
+
+func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []string, portIface map[string]string, inPort uint16, shared *afxdp.SharedUMEM, part int) (*queue, error) {
+	cfg := d.cfg
+	so := xdp.DefaultSocketOptions(iface, qi)
+	so.RXSize, so.TXSize = cfg.Rings.RX, cfg.Rings.TX
+	so.FillSize, so.CompletionSize = cfg.Rings.Fill, cfg.Rings.Completion
+	so.Bind = bind
+	so.BusyPoll = xdp.BusyPollOptions{Prefer: cfg.BusyPoll.Prefer, Usec: cfg.BusyPoll.Usec, Budget: cfg.BusyPoll.Budget}
+	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
+		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
+		ForceTXCopy: cfg.TXCopy,
+		UMEM:        xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
+	})
+	if err != nil {
+		return nil, explain(fmt.Sprintf("open %s queue %d", iface, qi), err)
+	}
+	qq := &queue{q: q, cpu: -1, ifaces: append([]string{iface}, outputs...)}
+	d.queues = append(d.queues, qq)
+	if n := len(d.queues) - 1; n < len(cfg.CPUs) {
+		qq.cpu = cfg.CPUs[n]
+	}
+	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
+	for port, out := range portIface {
+		outs.Ports[port] = q.Output(out)
+	}
+	for out, c := range q.Copies() {
+		d.log.Warn("output copies packets", "interface", out, "queue", qi, "reason", c.Reason())
+	}
+	if cfg.Pass == "drop" {
+		outs.Pass = refusePass{}
+	}
+	eo := dataplane.DefaultOptions()
+	eo.Workers = cfg.WorkersPerQueue
+	eo.Timing = false
+	eo.TrackFrames = cfg.TrackFrames
+	qq.eng, err = dataplane.NewEngine(d.graph, q.Arena(), q.RX(), outs, eo)
+	if err != nil {
+		return nil, fmt.Errorf("engine for %s queue %d: %w", iface, qi, err)
+	}
+	return qq, nil
+}
+
+// refusePass is the pass output of a live queue under `pass: drop`: it
+// takes nothing, so the engine counts every passed packet as a pass_full
+// drop and recycles its frame.
+type refusePass struct{}
+
+func (refusePass) Name() string { return "kernel" }
+func (refusePass) Receive(*rings.Batch) (int, error) {
+	return 0, dataplane.ErrNotReceiver
+}
+func (refusePass) Transmit(*rings.Arena, []rings.Desc) (int, error) { return 0, nil }
+func (refusePass) Recycle([]rings.Desc)                             {}
+func (refusePass) Close() error                                     { return nil }
+
+// ErrLinkLost is returned by Run when an interface disappeared and the
+// config says to exit.
+var ErrLinkLost = errors.New("interface lost")
+
+type queueDone struct {
+	qq  *queue
+	err error
+}
+
+// Run runs every queue until ctx is done (nil: a clean stop, every engine
+// drained) or, under on_link_loss: exit, an interface disappears (an
+// ErrLinkLost error, after the same drain). A queue whose engine fails on
+// its own is logged; when none is left running Run returns the first such
+// error.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	done := make(chan queueDone, len(d.queues))
+	for _, qq := range d.queues {
+		qctx, cancel := context.WithCancel(ctx)
+		qq.cancel = cancel
+		go func() { done <- queueDone{qq, d.runQueue(qctx, qq)} }()
+	}
+	lost := make(chan string, 16)
+	stopWatch := d.watchLinks(ctx, lost)
+	defer stopWatch()
+	var tick <-chan time.Time
+	if iv := time.Duration(d.cfg.StatsInterval); iv > 0 {
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		tick = t.C
+	}
+	var runErr error
+	for running := len(d.queues); running > 0; {
+		select {
+		case <-ctx.Done():
+			ctx = context.Background() // fire once; keep collecting the queues
+			cancelAll()
+		case iface := <-lost:
+			d.linkLosses.Add(1)
+			d.log.Error("interface lost", "interface", iface, "on_link_loss", d.cfg.OnLinkLoss, "link_losses", d.linkLosses.Load())
+			for _, qq := range d.queues {
+				if slices.Contains(qq.ifaces, iface) && !qq.lost.Swap(true) {
+					qq.cancel()
+				}
+			}
+			if d.cfg.OnLinkLoss == "exit" && runErr == nil {
+				runErr = fmt.Errorf("%w: %s", ErrLinkLost, iface)
+				cancelAll()
+			}
+		case <-tick:
+			d.logStats("stats")
+		case r := <-done:
+			running--
+			if r.err != nil && runErr == nil && !r.qq.lost.Load() {
+				runErr = fmt.Errorf("%s queue %d: %w", r.qq.q.Interface(), r.qq.q.Queue(), r.err)
+			}
+		}
+	}
+	d.logStats("final stats")
+	return runErr
+}
+
+// runQueue pins and runs one queue's engine.
+func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
+	if qq.cpu >= 0 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := workers.PinCurrentGoroutine(qq.cpu); err != nil {
+			d.log.Warn("pin I/O loop", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "cpu", qq.cpu, "err", err)
+		}
+	}
+	err := qq.eng.RunContext(ctx, nil)
+	if err != nil && !qq.lost.Load() {
+		d.log.Error("queue stopped", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "err", err)
+	}
+	return err
+}
+
+// watchLinks reports on lost the name of any used interface that is
+// deleted or goes down: from a netlink subscription and, every 250 ms,
+// from each socket's error (which is how a deleted interface shows on the
+// socket: poll says nothing).
+func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) {
+			if wctx.Err() == nil { // closing done ends the subscription with an error
+				d.log.Warn("netlink link subscription", "err", err)
+			}
+		},
+	}); err != nil {
+		d.log.Warn("netlink link subscription failed; relying on socket errors", "err", err)
+	}
+	reported := map[string]bool{}
+	report := func(iface string) {
+		if !reported[iface] {
+			reported[iface] = true
+			select {
+			case lost <- iface:
+			case <-wctx.Done():
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case u, ok := <-updates:
+				if !ok { // the subscription ended (done closed, or a netlink error)
+					updates = nil
+					continue
+				}
+				if u.Link == nil || u.Attrs() == nil {
+					continue
+				}
+				name := u.Attrs().Name
+				if !slices.Contains(d.ifaces, name) {
+					continue
+				}
+				if u.Header.Type == syscall.RTM_DELLINK {
+					report(name)
+				}
+			case <-t.C:
+				for _, qq := range d.queues {
+					for _, p := range qq.q.Ports() {
+						if err := p.Socket().Err(); err != nil {
+							d.log.Warn("socket error", "port", p.Name(), "err", err)
+							report(p.Socket().Interface())
+						}
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		close(done)
+		wg.Wait()
+	}
+}
+
+// Close detaches and closes everything the daemon made. It is safe after a
+// failed New and after Run.
+func (d *Daemon) Close() error {
+	var errs []error
+	d.closeOnce.Do(func() {
+		for _, qq := range d.queues {
+			if err := qq.q.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, sh := range d.shared {
+			if err := sh.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		names := make([]string, 0, len(d.progs))
+		for n := range d.progs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if err := d.progs[n].Close(); err != nil {
+				errs = append(errs, fmt.Errorf("detach from %s: %w", n, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func uniqueValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// explain wraps a setup error with what failed and, for the errors a user
+// can fix, how.
+func explain(what string, err error) error {
+	switch {
+	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && strings.Contains(err.Error(), "CAP_NET_ADMIN"):
+		return fmt.Errorf("%s: %w", what, err) // xdp already named the capabilities
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s: %w: warpflowd needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (run it as root or through the systemd unit in cmd/warpflowd)", what, err)
+	case errors.Is(err, syscall.EBUSY):
+		return fmt.Errorf("%s: %w: another process (another warpflowd?) holds this interface's XDP hook or queue; stop it or pick other queues", what, err)
+	case errors.Is(err, xdp.ErrNotSupported):
+		return fmt.Errorf("%s: %w: this kernel or driver lacks it (needs Linux >= 5.10 with CONFIG_XDP_SOCKETS; try attach: generic or bind: copy)", what, err)
+	case errors.Is(err, syscall.ENODEV), errors.Is(err, syscall.ENXIO):
+		return fmt.Errorf("%s: %w: no such interface or queue (check `ip link` and `ethtool -l`)", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,46 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotSupported is wrapped by every error that means "this kernel,
+// driver or interface cannot do that": no AF_XDP, no XSKMAP, no zero-copy
+// on this driver, no busy-poll socket option. Callers test it with
+// errors.Is and fall back or skip.
+var ErrNotSupported = errors.New("not supported")
+
+// ErrBusy is wrapped when the kernel refuses because something else holds
+// the resource: a queue already bound by another AF_XDP socket, an
+// interface that already has an XDP program, a UMEM with open sockets.
+var ErrBusy = errors.New("busy")
+
+// notSupported wraps err so that it matches both ErrNotSupported and the
+// original errno; its text is err's, which already names what is missing.
+type notSupported struct{ err error }
+
+func (e notSupported) Error() string { return e.err.Error() }
+func (e notSupported) Unwrap() []error {
+	return []error{ErrNotSupported, e.err}
+}
+
+func wrapNotSupported(format string, args ...any) error {
+	return notSupported{fmt.Errorf(format, args...)}
+}
+
+// busy wraps err so that it matches both ErrBusy and the original errno.
+type busy struct{ err error }
+
+func (e busy) Error() string   { return e.err.Error() }
+func (e busy) Unwrap() []error { return []error{ErrBusy, e.err} }
+
+// permHint names the capabilities behind an EPERM or EACCES.
+func permHint(err error) string {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)"
+	}
+	return ""
+}
