@@ -374,3 +374,77 @@ func TestProbeCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSwapEmulated: a program loaded while the kernel runs is used from
+// the next slot submitted with it, without relaunching, while slots
+// already in flight with the old one finish with the old one's answers.
+func TestSwapEmulated(t *testing.T) {
+	c := openFor(t, true)
+	o := c.Options()
+	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(9, 9))
+	var blobs []*pipelines.FilterBlob
+	var all []uint32
+	for _, n := range []int{200, 300} {
+		y, srcs := benchRules(n, rnd)
+		g, err := pipelines.Load("s.yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp, _ := pipelines.GraphFilter(g)
+		blobs = append(blobs, fp.Blob)
+		all = append(all, srcs...)
+	}
+	descs := benchFrames(a, 512, all, rnd)
+	check := func(s *Slot, b *pipelines.FilterBlob) {
+		t.Helper()
+		var k pipelines.FilterKey
+		hit := 0
+		for i := range s.Count() {
+			d := s.Descs[i]
+			want := Fallback
+			if parseCommon(c.Arena()[d.Addr:d.Addr+64], int(d.Len), 64, &k) {
+				want = uint32(b.Lookup(&k))
+			}
+			if s.Results[i] != want {
+				t.Fatalf("slot %d packet %d: %d, want %d", s.Seq(), i, s.Results[i], want)
+			}
+			if int(want) < b.Rules {
+				hit++
+			}
+		}
+		t.Logf("slot %d: %d of %d packets hit a rule", s.Seq(), hit, s.Count())
+	}
+	// The programs have 200 and 300 rules, so even a default answer (the
+	// rule count) tells which program classified a packet.
+	p0, err := c.Load(blobs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		s := waitAcquire(t, c)
+		copy(s.Descs, descs[round*128:(round+1)*128])
+		c.Submit(128, p0)
+		if round == 1 { // swap with one slot in flight
+			p1, err := c.Load(blobs[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(waitCompleted(t, c), blobs[0])
+			c.Release()
+			s := waitAcquire(t, c)
+			copy(s.Descs, descs[384:512])
+			c.Submit(128, p1)
+			check(waitCompleted(t, c), blobs[1])
+			c.Release()
+			p0 = p1
+			blobs[0] = blobs[1]
+			continue
+		}
+		check(waitCompleted(t, c), blobs[0])
+		c.Release()
+	}
+}
