@@ -448,3 +448,36 @@ func TestSwapEmulated(t *testing.T) {
 		c.Release()
 	}
 }
+
+// TestSlotPathNoAlloc: a slot's round trip (acquire, fill, submit,
+// complete, release), the kernel emulated, allocates nothing.
+func TestSlotPathNoAlloc(t *testing.T) {
+	c := openFor(t, true)
+	o := c.Options()
+	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, srcs := benchRules(50, rand.New(rand.NewPCG(1, 1)))
+	g, err := pipelines.Load("a.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, _ := pipelines.GraphFilter(g)
+	prog, err := c.Load(fp.Blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs := benchFrames(a, 64, srcs, rand.New(rand.NewPCG(2, 2)))
+	round := func() {
+		s := waitAcquire(t, c)
+		copy(s.Descs, descs)
+		c.Submit(len(descs), prog)
+		waitCompleted(t, c)
+		c.Release()
+	}
+	round() // the kernel's launch
+	if n := testing.AllocsPerRun(50, round); n != 0 {
+		t.Fatalf("%v allocations per slot", n)
+	}
+}
