@@ -3,6 +3,7 @@ package pipelines
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
@@ -36,7 +37,26 @@ type Runner struct {
 	// mixed once two terminals took packets or a sampler marked some.
 	outcome rings.Outcome
 	mixed   bool
+	// pub mirrors the node counters for LiveStats on other goroutines;
+	// sincePub is the packets processed since the last publish.
+	pub      []nodePub
+	sincePub int
 }
+
+// nodePub is one node's published counters: single-writer atomics (the
+// runner's goroutine stores, any goroutine loads), the pattern workers'
+// counters use.
+type nodePub struct {
+	calls, packets, bytes, nanos atomic.Uint64
+	edges, edgeBytes             []atomic.Uint64 // the stage's edges, then bad edges summed
+}
+
+// publishEvery bounds how stale LiveStats may be under full load: a
+// publication is a few dozen atomic stores, too much for every batch of an
+// in-memory replay, nothing against a thousand packets. A batch that is not
+// full (a live port with nothing more waiting) publishes at once, so at
+// rest the counters are exact.
+const publishEvery = 1024
 
 type rnode struct {
 	stage    Stage       // nil for terminals
@@ -97,8 +117,86 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		copy(rn.table[:], gn.edges)
 	}
+	r.pub = make([]nodePub, len(g.nodes))
+	for i := range g.nodes {
+		if ne := len(g.nodes[i].edges); !g.nodes[i].terminal {
+			r.pub[i].edges = make([]atomic.Uint64, ne+1)
+			r.pub[i].edgeBytes = make([]atomic.Uint64, ne+1)
+		}
+	}
 	return r
 }
+
+// storeIfChanged stores v unless c holds it: the runner is c's only
+// writer, so its own load is exact and cheap, and unchanged counters cost
+// no store.
+func storeIfChanged(c *atomic.Uint64, v uint64) {
+	if c.Load() != v {
+		c.Store(v)
+	}
+}
+
+// Publish stores the node counters for LiveStats. Process calls it after a
+// partial batch and at least every publishEvery packets; the runner's owner
+// calls it when it rests (an idle I/O loop). Only the runner's goroutine
+// may call it.
+func (r *Runner) Publish() {
+	r.sincePub = 0
+	for i := range r.nodes {
+		n, p := &r.nodes[i], &r.pub[i]
+		storeIfChanged(&p.calls, n.calls)
+		storeIfChanged(&p.packets, n.packets)
+		storeIfChanged(&p.bytes, n.bytes)
+		storeIfChanged(&p.nanos, n.nanos)
+		if p.edges == nil {
+			continue
+		}
+		ne := len(p.edges) - 1
+		for e := range ne {
+			storeIfChanged(&p.edges[e], n.edgePackets[e])
+			storeIfChanged(&p.edgeBytes[e], n.edgeBytes[e])
+		}
+		var bad, badBytes uint64
+		for e := ne; e < len(n.edgePackets); e++ {
+			bad += n.edgePackets[e]
+			badBytes += n.edgeBytes[e]
+		}
+		storeIfChanged(&p.edges[ne], bad)
+		storeIfChanged(&p.edgeBytes[ne], badBytes)
+	}
+}
+
+// LiveStats appends the runner's published per-node counts to dst, in
+// Graph.Stages order, like Stats, but safe from any goroutine while the
+// runner processes: each counter is as of the last Publish (at most
+// publishEvery packets old under load, exact at rest). It allocates (the
+// control plane's path).
+func (r *Runner) LiveStats(dst []NodeStats) []NodeStats {
+	for i := range r.pub {
+		p := &r.pub[i]
+		st := NodeStats{
+			Name: r.g.nodes[i].name, Kind: r.g.nodes[i].kind,
+			Calls: p.calls.Load(), Packets: p.packets.Load(), Bytes: p.bytes.Load(), Nanos: p.nanos.Load(),
+		}
+		if p.edges != nil {
+			ne := len(p.edges) - 1
+			st.Edges = make([]uint64, ne, ne+1)
+			st.EdgeBytes = make([]uint64, ne, ne+1)
+			for e := range ne {
+				st.Edges[e], st.EdgeBytes[e] = p.edges[e].Load(), p.edgeBytes[e].Load()
+			}
+			if bad := p.edges[ne].Load(); bad > 0 {
+				st.Edges = append(st.Edges, bad)
+				st.EdgeBytes = append(st.EdgeBytes, p.edgeBytes[ne].Load())
+			}
+		}
+		dst = append(dst, st)
+	}
+	return dst
+}
+
+// Graph returns the graph the runner runs.
+func (r *Runner) Graph() *Graph { return r.g }
 
 // Process runs the whole graph on b in place. Afterwards every packet has
 // a verdict (Meta.Verdict != VerdictNone) and Meta.Target set. A batch
@@ -113,6 +211,9 @@ func (r *Runner) Process(b *rings.Batch) {
 		r.outcome.Valid = true
 	}
 	b.Outcome = r.outcome
+	if r.sincePub += n; r.sincePub >= publishEvery || n < b.Cap() {
+		r.Publish()
+	}
 }
 
 // run takes packets [start, end) of b through the graph.
