@@ -384,3 +384,29 @@ func (e *Engine) WorkerStats() []workers.WorkerStats {
 	}
 	return nil
 }
+
+// SetTap sets t, made with g.NewTap, on every runner of the newest plan,
+// whose graph must be g; nil clears the tap from every live plan. The
+// runners take it up at their next batch.
+func (e *Engine) SetTap(g *pipelines.Graph, t *pipelines.Tap) error {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t == nil {
+		for _, p := range []*plan{c.latest, c.prev} {
+			if p != nil {
+				for _, r := range p.runners {
+					r.SetTap(nil)
+				}
+			}
+		}
+		return nil
+	}
+	if c.latest.graph != g {
+		return fmt.Errorf("tap: the engine runs pipeline %q now", c.latest.graph.Name())
+	}
+	for _, r := range c.latest.runners {
+		r.SetTap(t)
+	}
+	return nil
+}

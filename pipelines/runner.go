@@ -41,6 +41,9 @@ type Runner struct {
 	// sincePub is the packets processed since the last publish.
 	pub      []nodePub
 	sincePub int
+	// tap, when set, copies one node's packets (SetTap); loaded once per
+	// batch.
+	tap atomic.Pointer[Tap]
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -204,8 +207,9 @@ func (r *Runner) Graph() *Graph { return r.g }
 func (r *Runner) Process(b *rings.Batch) {
 	n := b.Len()
 	r.outcome, r.mixed = rings.Outcome{}, false
+	tap := r.tap.Load()
 	for start := 0; start < n; start += r.chunk {
-		r.run(b, start, min(start+r.chunk, n))
+		r.run(b, start, min(start+r.chunk, n), tap)
 	}
 	if n > 0 && !r.mixed {
 		r.outcome.Valid = true
@@ -225,7 +229,7 @@ func (r *Runner) Process(b *rings.Batch) {
 // stage that changes lengths). A stage that keeps lengths (LengthKeeper)
 // hands its vector's sum on instead. Terminals then only write the
 // verdict.
-func (r *Runner) run(b *rings.Batch, start, end int) {
+func (r *Runner) run(b *rings.Batch, start, end int, tap *Tap) {
 	entry := &r.nodes[r.topo[0]]
 	v := entry.vec[:end-start]
 	var bytes uint64
@@ -247,6 +251,9 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 		if len(idx) == 0 {
 			continue
 		}
+		if tap != nil && tap.node == ni && tap.edge < 0 {
+			tap.take(b, idx, nil, 0)
+		}
 		if nd.terminal {
 			verdict, target := nd.verdict, nd.target
 			for _, i := range idx {
@@ -261,6 +268,9 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 			}
 			next := r.next[:len(idx)]
 			nd.stage.Process(b, idx, next)
+			if tap != nil && tap.node == ni && tap.edge >= 0 {
+				tap.take(b, idx, next, Edge(tap.edge))
+			}
 			r.scatter(nd, b.Descs, idx, next)
 		}
 		nd.vecBytes = 0

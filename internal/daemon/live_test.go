@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,18 @@ func newLabQueues(t *testing.T, queues int) *lab.Topology {
 	return topo
 }
 
+// socketDir is a private directory for a daemon's control socket, short
+// enough for a unix socket's path limit.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wf-ctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // inNS returns a command that runs name in network namespace ns. nsenter
 // rather than `ip netns exec`, which would remount /sys and hide bpffs.
 func inNS(ns, name string, args ...string) *exec.Cmd {
@@ -123,6 +136,10 @@ type daemonProc struct {
 
 func startDaemon(t *testing.T, ns string, args ...string) *daemonProc {
 	t.Helper()
+	if !slices.Contains(args, "--socket") {
+		// A control socket of its own: other daemons run on this machine.
+		args = append(args, "--socket", filepath.Join(socketDir(t), "ctl.sock"))
+	}
 	cmd := inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
