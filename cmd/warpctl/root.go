@@ -37,5 +37,6 @@ func newRootCommand() *cobra.Command {
 	})
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand())
 	root.AddCommand(newLabCommand(), newGenCommand())
+	root.AddCommand(newControlCommands()...)
 	return root
 }
