@@ -24,7 +24,52 @@ type QueueOptions struct {
 	Socket xdp.SocketOptions
 	// InPort tags received packets (Meta.InPort).
 	InPort uint16
+	// Shared, when set, is the interface's one UMEM that this queue shares
+	// with the interface's other queues (XDP_SHARED_UMEM); the queue takes
+	// part Part of its frames. UMEM is then ignored. Nil: the queue maps a
+	// UMEM of its own.
+	Shared *SharedUMEM
+	Part   int
 }
+
+// SharedUMEM is one UMEM for several queues of an interface, bound with
+// XDP_SHARED_UMEM: the first queue's receive socket registers it, every
+// other socket (other queues, their transmit sockets) shares it with fill
+// and completion rings of its own, and its frames are split into one arena
+// per queue (rings.Arena.Split) so each queue's engine keeps a free stack
+// of its own and takes no lock. Addresses are offsets into the whole UMEM.
+type SharedUMEM struct {
+	umem  *xdp.UMEM
+	parts []*rings.Arena
+	taken []bool
+	first *xdp.Socket // the socket that registered the UMEM
+}
+
+// NewSharedUMEM maps a UMEM of perQueue frames for each of queues queues
+// and splits it.
+func NewSharedUMEM(perQueue xdp.UMEMOptions, queues int) (*SharedUMEM, error) {
+	if queues < 1 {
+		return nil, fmt.Errorf("shared umem for %d queues: %w: want at least one", queues, ErrBadOptions)
+	}
+	o := perQueue
+	o.Frames *= queues
+	u, err := xdp.NewUMEM(o)
+	if err != nil {
+		return nil, fmt.Errorf("shared umem: %w", err)
+	}
+	a, err := rings.NewArenaOn(u.Mem(), rings.ArenaOptions{Frames: o.Frames, FrameSize: o.FrameSize, Headroom: 256 + o.Headroom})
+	if err == nil {
+		var parts []*rings.Arena
+		if parts, err = a.Split(queues); err == nil {
+			return &SharedUMEM{umem: u, parts: parts, taken: make([]bool, queues)}, nil
+		}
+	}
+	u.Close()
+	return nil, fmt.Errorf("arena on the shared umem: %w", err)
+}
+
+// Close unmaps the UMEM; every queue on it must be closed first.
+func (s *SharedUMEM) Close() error { return s.umem.Close() }
 
 // Queue is one served receive queue: its UMEM, the arena on it, the
 // receive port and one transmit port per output interface.
@@ -46,26 +91,43 @@ func OpenQueue(o QueueOptions) (q *Queue, err error) {
 			q = nil
 		}
 	}()
-	q.umem, err = xdp.NewUMEM(o.UMEM)
-	if err != nil {
-		return nil, fmt.Errorf("umem for %s queue %d: %w", o.Interface, o.Queue, err)
-	}
-	// Packets land XDP_PACKET_HEADROOM (256) bytes past the frame start
-	// plus the UMEM's own headroom; the arena's headroom matches, so a
-	// pushed header has the same room as on the kernel's path.
-	q.arena, err = rings.NewArenaOn(q.umem.Mem(), rings.ArenaOptions{
-		Frames:    o.UMEM.Frames,
-		FrameSize: o.UMEM.FrameSize,
-		Headroom:  256 + o.UMEM.Headroom,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("arena on the umem of %s queue %d: %w", o.Interface, o.Queue, err)
+	umem := (*xdp.UMEM)(nil)
+	var shareWith *xdp.Socket
+	if sh := o.Shared; sh != nil {
+		if o.Part < 0 || o.Part >= len(sh.parts) || sh.taken[o.Part] {
+			return nil, fmt.Errorf("%s queue %d: %w: part %d of a shared umem of %d parts is not free", o.Interface, o.Queue, ErrBadOptions, o.Part, len(sh.parts))
+		}
+		umem, q.arena, shareWith = sh.umem, sh.parts[o.Part], sh.first
+	} else {
+		q.umem, err = xdp.NewUMEM(o.UMEM)
+		if err != nil {
+			return nil, fmt.Errorf("umem for %s queue %d: %w", o.Interface, o.Queue, err)
+		}
+		umem = q.umem
+		// Packets land XDP_PACKET_HEADROOM (256) bytes past the frame
+		// start plus the UMEM's own headroom; the arena's headroom
+		// matches, so a pushed header has the same room as on the
+		// kernel's path.
+		q.arena, err = rings.NewArenaOn(q.umem.Mem(), rings.ArenaOptions{
+			Frames:    o.UMEM.Frames,
+			FrameSize: o.UMEM.FrameSize,
+			Headroom:  256 + o.UMEM.Headroom,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("arena on the umem of %s queue %d: %w", o.Interface, o.Queue, err)
+		}
 	}
 	so := o.Socket
-	so.Interface, so.Queue, so.SharedWith = o.Interface, o.Queue, nil
-	rxSock, err := xdp.NewSocket(q.umem, so)
+	so.Interface, so.Queue, so.SharedWith = o.Interface, o.Queue, shareWith
+	rxSock, err := xdp.NewSocket(umem, so)
 	if err != nil {
 		return nil, err
+	}
+	if sh := o.Shared; sh != nil {
+		sh.taken[o.Part] = true
+		if sh.first == nil {
+			sh.first = rxSock
+		}
 	}
 	q.rx, err = NewPort(PortName(o.Interface, o.Queue), rxSock, q.arena, true, o.InPort)
 	if err != nil {
@@ -80,7 +142,7 @@ func OpenQueue(o QueueOptions) (q *Queue, err error) {
 		so := o.Socket
 		so.Interface, so.Queue, so.SharedWith = out, o.Queue, rxSock
 		so.RXSize = 0 // transmit only: nothing is redirected to it
-		s, err := xdp.NewSocket(q.umem, so)
+		s, err := xdp.NewSocket(umem, so)
 		if err != nil {
 			return nil, fmt.Errorf("transmit socket on %s queue %d sharing the umem of %s: %w", out, o.Queue, o.Interface, err)
 		}
@@ -122,7 +184,8 @@ func (q *Queue) Ports() []*Port {
 func (q *Queue) Interface() string { return q.opts.Interface }
 func (q *Queue) Queue() int        { return q.opts.Queue }
 
-// Close closes every socket, then unmaps the UMEM.
+// Close closes every socket, then unmaps the UMEM unless it is shared
+// (its SharedUMEM's Close does that, after every queue on it).
 func (q *Queue) Close() error {
 	var errs []error
 	closed := map[*Port]bool{}

@@ -108,6 +108,10 @@ type UMEMConfig struct {
 	Frames    int `yaml:"frames"`
 	FrameSize int `yaml:"frame_size"`
 	Headroom  int `yaml:"headroom"`
+	// Shared maps one UMEM per receiving interface, shared by all its
+	// queues' sockets (XDP_SHARED_UMEM) and split into one arena per
+	// queue, instead of one UMEM per queue.
+	Shared bool `yaml:"shared"`
 }
 
 // RingsConfig sizes one socket's rings.

@@ -274,7 +274,6 @@ interfaces:
   - {name: dp0, attach: native, bind: auto}
   - {name: dp1, receive: false, bind: auto}
 ports: {out0: dp1}
-umem: {frames: 4096, frame_size: 4096}
 workers_per_queue: 0
 stats_interval: 0s
 %s`, abs, extra)
@@ -556,16 +555,31 @@ func waitReceived(t *testing.T, d *daemonProc, want uint64) {
 // and the sink still gets exactly the replay's frames (as a multiset: the
 // two queues' orders interleave), with the counters summed over queues.
 func TestLiveMultiQueue(t *testing.T) {
+	t.Run("umem per queue", func(t *testing.T) { testMultiQueue(t, "") })
+	t.Run("shared umem", func(t *testing.T) { testMultiQueue(t, "umem: {frames: 4096, frame_size: 4096, shared: true}\n") })
+}
+
+func testMultiQueue(t *testing.T, extra string) {
 	requireLive(t, "tcpreplay", "tcpdump")
 	const pipeline = "../../testdata/live/lab-forward.yaml"
 	const capture = "../../testdata/captures/mixed.pcap"
 	want, wantFrames := replayOracle(t, pipeline, capture)
 	topo := newLabQueues(t, 2)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, ""), "--stats-interval", "50ms")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, extra+"track_frames: true\n"), "--stats-interval", "50ms", "--log-level", "debug")
 	d.waitFor(t, "running", 10*time.Second)
-	if ups := d.all("queue up"); len(ups) != 2 || num(ups[0], "queue") != 0 || num(ups[1], "queue") != 1 {
+	ups := d.all("queue up")
+	if len(ups) != 2 || num(ups[0], "queue") != 0 || num(ups[1], "queue") != 1 {
 		t.Fatalf("queue up lines %v, want queues 0 and 1 of dp0", ups)
+	}
+	wantUMEM := "own"
+	if strings.Contains(extra, "shared: true") {
+		wantUMEM = "shared"
+	}
+	for _, up := range ups {
+		if up["umem"] != wantUMEM {
+			t.Errorf("queue %v: umem %v, want %s", up["queue"], up["umem"], wantUMEM)
+		}
 	}
 	sent := tcpreplay(t, topo, capture, 20000)
 	waitReceived(t, d, uint64(sent))
@@ -583,6 +597,14 @@ func TestLiveMultiQueue(t *testing.T) {
 	}
 	if num(st, "frames", "total") != 2*4096 {
 		t.Errorf("frame total %d, want two queues of 4096", num(st, "frames", "total"))
+	}
+	// The 88 flows of the capture spread over both queues.
+	var perQueue []uint64
+	for _, q := range d.all("final stats (queue)") {
+		perQueue = append(perQueue, num(q, "stats", "received"))
+	}
+	if len(perQueue) != 2 || perQueue[0] == 0 || perQueue[1] == 0 || perQueue[0]+perQueue[1] != want.Received {
+		t.Errorf("received per queue %v, want both non-zero, summing to %d", perQueue, want.Received)
 	}
 	count := map[string]int{}
 	for _, f := range wantFrames {
@@ -695,3 +717,51 @@ func TestLiveInterfaceDeletion(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestSetupErrors: each setup failure is one line naming the cause and the
+// fix, with exit 1 (2 for a bad pipeline or config), and nothing attached.
+func TestSetupErrors(t *testing.T) {
+	requireLive(t, "setpriv")
+	bin := daemonBinary(t)
+	pipeline := "../../testdata/live/lab-forward.yaml"
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nstages: [{name: a, type: nope}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  *exec.Cmd
+		code int
+		want []string
+	}{
+		{"missing interface", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch0", "--port", "out0=nosuch0"),
+			1, []string{"nosuch0", "not found", "ip link"}},
+		{"no permission", exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			bin, "--pipeline", pipeline, "--iface", "nosuch1", "--port", "out0=nosuch1"),
+			1, []string{"CAP_NET_ADMIN", "CAP_BPF", "operation not permitted"}},
+		{"bad pipeline", exec.Command(bin, "--pipeline", bad, "--iface", "nosuch1"), 2, []string{"bad.yaml:2:", `unknown stage type "nope"`}},
+		{"pass on AF_XDP", exec.Command(bin, "--pipeline", "../../pipelines/default.yaml", "--iface", "nosuch1"), 1, []string{"to-kernel", "pass: drop"}},
+		{"bad flag value", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch1", "--attach", "fast"), 2, []string{`attach "fast"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// No case may get as far as attaching (they name no real
+			// interface); the timer ends one that would run regardless.
+			timer := time.AfterFunc(10*time.Second, func() { tc.cmd.Process.Kill() })
+			defer timer.Stop()
+			out, err := tc.cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+				t.Fatalf("err %v, want exit %d; output:\n%s", err, tc.code, out)
+			}
+			msg := strings.TrimSpace(string(out))
+			if strings.Contains(msg, "\n") {
+				t.Errorf("more than one line:\n%s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("output lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}

@@ -27,7 +27,7 @@ func newLive(o Options, ifindex int, frames [][]byte) (*live, error) {
 	if o.Capture != "" {
 		flows = 1
 	}
-	g, err := xdp.NewLiveGen(xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort})
+	g, err := xdp.NewLiveGen(xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort, BatchSize: o.Batch})
 	if err != nil {
 		return nil, err
 	}
