@@ -42,8 +42,13 @@ type Runner struct {
 	pub      []nodePub
 	sincePub int
 	// tap, when set, copies one node's packets (SetTap); loaded once per
-	// batch.
-	tap atomic.Pointer[Tap]
+	// batch. curTap is the one taken up: its node is marked tapped, so the
+	// node loop pays one flag test (no extra register) for the feature.
+	tap    atomic.Pointer[Tap]
+	curTap *Tap
+	// badSeen is the bad-edge terminal's packet count at the last
+	// Publish: bad edges are summed only when it moved.
+	badSeen uint64
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -76,6 +81,7 @@ type rnode struct {
 	vecBytes uint64
 	keepsLen bool
 	marks    bool // its stage registered a sampler: it may set Meta.SampleMask
+	tapped   bool // the runner's tap is on this node (runner goroutine only)
 	// edgePackets and edgeBytes count packets and their bytes by the edge
 	// number the stage wrote, bad ones included (nil for terminals).
 	edgePackets *[256]uint64
@@ -145,6 +151,13 @@ func storeIfChanged(c *atomic.Uint64, v uint64) {
 // may call it.
 func (r *Runner) Publish() {
 	r.sincePub = 0
+	// Edge numbers a stage does not have all lead to the bad-edge drop:
+	// only when it counted packets is there anything to sum (over 256
+	// entries per node, too much for every publish).
+	badMoved := false
+	if bp := r.nodes[r.g.badEdge].packets; bp != r.badSeen {
+		r.badSeen, badMoved = bp, true
+	}
 	for i := range r.nodes {
 		n, p := &r.nodes[i], &r.pub[i]
 		storeIfChanged(&p.calls, n.calls)
@@ -158,6 +171,9 @@ func (r *Runner) Publish() {
 		for e := range ne {
 			storeIfChanged(&p.edges[e], n.edgePackets[e])
 			storeIfChanged(&p.edgeBytes[e], n.edgeBytes[e])
+		}
+		if !badMoved {
+			continue
 		}
 		var bad, badBytes uint64
 		for e := ne; e < len(n.edgePackets); e++ {
@@ -198,6 +214,32 @@ func (r *Runner) LiveStats(dst []NodeStats) []NodeStats {
 	return dst
 }
 
+// takeTap moves the tap mark to t's node (or clears it). Runner
+// goroutine only.
+func (r *Runner) takeTap(t *Tap) {
+	if r.curTap != nil {
+		r.nodes[r.curTap.node].tapped = false
+	}
+	r.curTap = t
+	if t != nil {
+		r.nodes[t.node].tapped = true
+	}
+}
+
+// tapInput and tapEdge copy a tapped node's packets: those arriving, or
+// those leaving by the tapped edge.
+func (r *Runner) tapInput(b *rings.Batch, idx []uint16) {
+	if t := r.curTap; t.edge < 0 {
+		t.take(b, idx, nil, 0)
+	}
+}
+
+func (r *Runner) tapEdge(b *rings.Batch, idx []uint16, next []Edge) {
+	if t := r.curTap; t.edge >= 0 {
+		t.take(b, idx, next, Edge(t.edge))
+	}
+}
+
 // Graph returns the graph the runner runs.
 func (r *Runner) Graph() *Graph { return r.g }
 
@@ -207,9 +249,11 @@ func (r *Runner) Graph() *Graph { return r.g }
 func (r *Runner) Process(b *rings.Batch) {
 	n := b.Len()
 	r.outcome, r.mixed = rings.Outcome{}, false
-	tap := r.tap.Load()
+	if t := r.tap.Load(); t != r.curTap {
+		r.takeTap(t)
+	}
 	for start := 0; start < n; start += r.chunk {
-		r.run(b, start, min(start+r.chunk, n), tap)
+		r.run(b, start, min(start+r.chunk, n))
 	}
 	if n > 0 && !r.mixed {
 		r.outcome.Valid = true
@@ -229,7 +273,7 @@ func (r *Runner) Process(b *rings.Batch) {
 // stage that changes lengths). A stage that keeps lengths (LengthKeeper)
 // hands its vector's sum on instead. Terminals then only write the
 // verdict.
-func (r *Runner) run(b *rings.Batch, start, end int, tap *Tap) {
+func (r *Runner) run(b *rings.Batch, start, end int) {
 	entry := &r.nodes[r.topo[0]]
 	v := entry.vec[:end-start]
 	var bytes uint64
@@ -251,8 +295,8 @@ func (r *Runner) run(b *rings.Batch, start, end int, tap *Tap) {
 		if len(idx) == 0 {
 			continue
 		}
-		if tap != nil && tap.node == ni && tap.edge < 0 {
-			tap.take(b, idx, nil, 0)
+		if nd.tapped {
+			r.tapInput(b, idx)
 		}
 		if nd.terminal {
 			verdict, target := nd.verdict, nd.target
@@ -268,8 +312,8 @@ func (r *Runner) run(b *rings.Batch, start, end int, tap *Tap) {
 			}
 			next := r.next[:len(idx)]
 			nd.stage.Process(b, idx, next)
-			if tap != nil && tap.node == ni && tap.edge >= 0 {
-				tap.take(b, idx, next, Edge(tap.edge))
+			if nd.tapped {
+				r.tapEdge(b, idx, next)
 			}
 			r.scatter(nd, b.Descs, idx, next)
 		}
