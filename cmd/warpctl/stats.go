@@ -125,9 +125,12 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 			sort.Strings(ports)
 			fmt.Fprintf(w, "  tx ports: %s\n", strings.Join(ports, "; "))
 		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  STAGE\tKIND\tPACKETS\tBYTES\tCALLS\tNS/PKT\tRATE\tDROPS\t")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  STAGE\tKIND\tPACKETS\tBYTES\tCALLS\tNS/PKT\tRATE\tDROPS")
 		for _, st := range q.Stages {
+			if st.Kind == "drop" && st.Packets == 0 {
+				continue // an implicit drop terminal nothing reached
+			}
 			r := ""
 			if prev != nil && qi < len(prev.Queues) {
 				for _, ps := range prev.Queues[qi].Stages {
@@ -140,7 +143,7 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 			if st.NsPerPacket > 0 {
 				ns = fmt.Sprintf("%.1f", st.NsPerPacket)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", st.Name, st.Kind, st.Packets, st.Bytes, st.Calls, ns, r, kv(st.Drops))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Name, st.Kind, st.Packets, st.Bytes, st.Calls, ns, r, kv(st.Drops))
 		}
 		tw.Flush()
 		for i, wk := range q.Workers {

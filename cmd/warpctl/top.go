@@ -117,9 +117,19 @@ func (m *topModel) rows() []topRow {
 			for _, n := range st.Drops {
 				r.drops += n
 			}
+			if st.Kind == "drop" {
+				r.drops += st.Packets // a drop terminal drops what reaches it
+			}
 			nanos[st.Name] += st.Nanos
 		}
 	}
+	shown := rows[:0]
+	for _, r := range rows {
+		if r.kind != "drop" || r.packets > 0 { // drop terminals nothing reached
+			shown = append(shown, r)
+		}
+	}
+	rows = shown
 	for i := range rows {
 		r := &rows[i]
 		if m.prev != nil && m.dt > 0 && r.packets >= prevPackets[r.name] {

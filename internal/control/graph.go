@@ -19,8 +19,14 @@ func Nodes(g *pipelines.Graph) []StageNode {
 // Info summarises a compiled graph.
 func Info(name, file string, g *pipelines.Graph) PipelineInfo {
 	set := g.Settings()
+	stages := 0
+	for _, s := range g.Stages() {
+		if !strings.HasPrefix(s.Name, "drop:") { // the implicit drop terminals
+			stages++
+		}
+	}
 	return PipelineInfo{
-		Name: name, File: file, Pipeline: g.Name(), Stages: len(g.Stages()),
+		Name: name, File: file, Pipeline: g.Name(), Stages: stages,
 		Ports: g.Ports(), Reasons: g.Reasons(), Workers: set.Workers, Batch: set.BatchSize,
 	}
 }
