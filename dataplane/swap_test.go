@@ -109,7 +109,7 @@ type swapRig struct {
 	sa, sb *seqSink
 }
 
-func newSwapRig(t testing.TB, workersA, workersB, batchA, batchB int) *swapRig {
+func newSwapRig(t testing.TB, workersA, workersB, batchA, batchB int, tune ...func(*Options)) *swapRig {
 	t.Helper()
 	ga, err := pipelines.Load("a.yaml", fmt.Appendf(nil, swapA, workersA, batchA))
 	if err != nil {
@@ -134,6 +134,9 @@ func newSwapRig(t testing.TB, workersA, workersB, batchA, batchB int) *swapRig {
 		sb: &seqSink{name: "b", drop: 7, seqs: make([]uint64, 0, 1<<16), calls: make([]uint64, 0, 1<<12)}}
 	o := DefaultOptions()
 	o.Timing = false
+	for _, f := range tune {
+		f(&o)
+	}
 	r.e, err = NewEngine(ga, arena, seqPort{rp}, Outputs{Ports: map[string]Port{"a": r.sa}}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -153,16 +156,22 @@ func TestSwapUnderLoad(t *testing.T) {
 		workersA, workersB int
 		batchA, batchB     int
 		swaps              int
+		custom             bool // through Options.NewExecutor: every swap a pool change
 	}{
-		{"inline", 0, 0, 32, 32, 100},
-		{"2workers", 2, 2, 32, 32, 100},
+		{"inline", 0, 0, 32, 32, 100, false},
+		{"2workers", 2, 2, 32, 32, 100, false},
 		// Every swap a pool change: worker count, then batch size.
-		{"pool-change", 1, 2, 32, 32, 30},
-		{"batch-change", 0, 0, 32, 64, 30},
-		{"inline-to-workers", 0, 1, 32, 32, 30},
+		{"pool-change", 1, 2, 32, 32, 30, false},
+		{"batch-change", 0, 0, 32, 64, 30, false},
+		{"inline-to-workers", 0, 1, 32, 32, 30, false},
+		{"custom-executor", 1, 1, 32, 32, 30, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newSwapRig(t, tc.workersA, tc.workersB, tc.batchA, tc.batchB)
+			var tune []func(*Options)
+			if tc.custom {
+				tune = append(tune, func(o *Options) { o.NewExecutor = NewCPUExecutor })
+			}
+			r := newSwapRig(t, tc.workersA, tc.workersB, tc.batchA, tc.batchB, tune...)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			runErr := make(chan error, 1)
@@ -193,7 +202,7 @@ func TestSwapUnderLoad(t *testing.T) {
 				}
 				wcancel()
 				latencies = append(latencies, res.ActiveAt().Sub(returned))
-				if wantPool := tc.workersA != tc.workersB || tc.batchA != tc.batchB; res.PoolChange != wantPool {
+				if wantPool := tc.custom || tc.workersA != tc.workersB || tc.batchA != tc.batchB; res.PoolChange != wantPool {
 					t.Fatalf("swap %d: pool change %v, want %v", i, res.PoolChange, wantPool)
 				}
 				wantAdded, wantRemoved := "drop:b_seven", "drop:a_nine"
