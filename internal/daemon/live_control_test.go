@@ -269,6 +269,14 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 		t.Fatalf("rm of the running pipeline: exit %d %s", code, stderr)
 	}
 
+	// ports: what the kernel granted, and the frame account.
+	pj, stderr, code := warpctl(t, sock, "ports", "--json")
+	var pr control.PortsReply
+	if code != 0 || json.Unmarshal([]byte(pj), &pr) != nil || len(pr.Interfaces) != 2 || pr.Interfaces[0].Attach != "native" ||
+		len(pr.Queues) != 1 || len(pr.Queues[0].Sockets) == 0 || pr.Queues[0].Sockets[0].Bind != "copy" || pr.Queues[0].Frames.Total != 4096 {
+		t.Fatalf("ports --json: exit %d %s\n%s", code, stderr, pj)
+	}
+
 	// A capture of the acl stage's packets to rewrite, 40 of them.
 	capFile := filepath.Join(dir, "tap.pcap")
 	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", "40", "--file", capFile); code != 0 {
