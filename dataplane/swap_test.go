@@ -176,6 +176,23 @@ func TestSwapUnderLoad(t *testing.T) {
 			defer cancel()
 			runErr := make(chan error, 1)
 			go func() { runErr <- r.e.RunContext(ctx, nil) }()
+			// A stats reader all along (under -race: the live reads race
+			// nothing), whose snapshots always balance.
+			readerDone := make(chan error, 1)
+			go func() {
+				for ctx.Err() == nil {
+					s := r.e.Snapshot()
+					if s.Received != s.Transmitted+s.Dropped+s.Passed {
+						readerDone <- fmt.Errorf("snapshot unbalanced: %+v", s)
+						return
+					}
+					r.e.Stages()
+					r.e.Frames()
+					r.e.WorkerStats()
+					time.Sleep(time.Millisecond)
+				}
+				readerDone <- nil
+			}()
 			var lastRecv uint64
 			var latencies []time.Duration
 			for i := range tc.swaps {
@@ -217,6 +234,9 @@ func TestSwapUnderLoad(t *testing.T) {
 			}
 			cancel()
 			if err := <-runErr; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-readerDone; err != nil {
 				t.Fatal(err)
 			}
 			rep := r.e.Report()
