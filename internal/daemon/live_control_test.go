@@ -176,7 +176,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	pa, pb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	os.WriteFile(pa, []byte(liveSwapA), 0o644)
 	os.WriteFile(pb, []byte(liveSwapB), 0o644)
-	const n = 60000
+	const n = 100000 // 5 s at 20 kpps: time for 100 swaps even with a -race daemon
 	capture := seqCapture(t, n)
 
 	topo := newLab(t)

@@ -70,7 +70,11 @@ func daemonBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "warpflowd")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/warpflow/warpflow/cmd/warpflowd").CombinedOutput()
+		args := []string{"build", "-o", builtBin}
+		if raceEnabled {
+			args = append(args, "-race") // the daemon's goroutines checked too
+		}
+		out, err := exec.Command("go", append(args, "github.com/warpflow/warpflow/cmd/warpflowd")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build warpflowd: %v\n%s", err, out)
 		}
