@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,7 +38,15 @@ type Spec struct {
 type Settings struct {
 	BatchSize int // packets per batch, 1..1024
 	Workers   int // worker goroutines, 0..64; 0 runs the graph inline in the I/O loop
+	// Backend runs the pipeline: "cpu" (the default; "" means it) or
+	// "cuda" (the gpu package's executor: the filter's classifier in a
+	// persistent CUDA kernel). A daemon or `warpctl replay --backend`
+	// may override it.
+	Backend string
 }
+
+// Backends are the values settings.backend may take.
+var Backends = []string{"cpu", "cuda"}
 
 // DefaultSettings returns the settings a config gets when it names none.
 func DefaultSettings() Settings { return Settings{BatchSize: 64, Workers: 1} }
@@ -320,8 +329,16 @@ func (p *parser) settings(s *Spec, n *yaml.Node) {
 			if x, ok := p.int(v, "settings.workers"); ok {
 				s.Settings.Workers = x
 			}
+		case "backend":
+			if x, bad := p.str(v, "settings.backend", ""); !bad {
+				if !slices.Contains(Backends, x) {
+					p.errorf(v, "", "settings.backend %q: want cpu or cuda", x)
+				} else {
+					s.Settings.Backend = x
+				}
+			}
 		default:
-			p.errorf(k, "", "unknown setting %q (known: batch_size, workers)", k.Value)
+			p.errorf(k, "", "unknown setting %q (known: batch_size, workers, backend)", k.Value)
 		}
 	}
 }

@@ -80,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- a\n- b\n", "c.yaml:1:1: config must be a mapping with name, settings and stages, got a list"},
 		{"unknown keys", "name: p\nstage: []\nsettings: {batch: 3, workers: 2}\nstages: [{name: a, type: pass}]\n",
 			`c.yaml:2:1: unknown key "stage" (known: name, settings, stages)
-c.yaml:3:12: unknown setting "batch" (known: batch_size, workers)`},
+c.yaml:3:12: unknown setting "batch" (known: batch_size, workers, backend)`},
 		{"wrong types", "name: [p]\nsettings: {batch_size: 1.5, workers: yes}\nstages: {a: b}\n",
 			`c.yaml:1:7: name: want a string, got a list
 c.yaml:2:24: settings.batch_size: want an integer, got number 1.5

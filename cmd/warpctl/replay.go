@@ -41,6 +41,7 @@ type replayFlags struct {
 	frameSize int
 	noTiming  bool
 	track     bool
+	backend   string
 }
 
 func newReplayCommand() *cobra.Command {
@@ -82,6 +83,7 @@ then the error (or "interrupted") is printed and the exit code says which.
 	fl.IntVar(&f.frameSize, "frame-size", 0, "frame size in bytes, a power of two from 2048 to 65536 (default: sized for the capture)")
 	fl.BoolVar(&f.noTiming, "no-timing", false, "do not measure per-stage time")
 	fl.BoolVar(&f.track, "track-frames", false, "debug mode: track every frame's owner and audit the arena after the run")
+	fl.StringVar(&f.backend, "backend", "", "cpu or cuda (default: the pipeline's settings.backend, else cpu)")
 	return cmd
 }
 
@@ -276,6 +278,13 @@ func replayOne(ctx context.Context, f replayFlags, g *pipelines.Graph, in replay
 	cfg.Engine.BatchSize = f.batch
 	cfg.Engine.Timing = !f.noTiming
 	cfg.Engine.TrackFrames = f.track
+	exec, err := executorFor(f.backend, g)
+	if err != nil {
+		cr.Error = err.Error()
+		fmt.Fprintln(stderr, cr.Error)
+		return cr, nil, err
+	}
+	cfg.Engine.NewExecutor = exec
 	bar := newProgressBar(stderr, in.name, in.data, f.loops)
 	cfg.Progress = bar.update
 	rep, err := dataplane.Replay(cfg)

@@ -3,7 +3,9 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
+	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/xdp"
 )
@@ -30,6 +32,11 @@ type QueueOptions struct {
 	// UMEM of its own.
 	Shared *SharedUMEM
 	Part   int
+	// ForceTXCopy makes every output interface's port copy packets into a
+	// UMEM of its own (a CopyPort) instead of sharing the queue's UMEM: for
+	// tests, and for drivers that misbehave with a shared UMEM. Without it,
+	// a port copies only where the kernel refuses the shared bind.
+	ForceTXCopy bool
 }
 
 // SharedUMEM is one UMEM for several queues of an interface, bound with
@@ -79,12 +86,15 @@ type Queue struct {
 	arena *rings.Arena
 	rx    *Port
 	tx    map[string]*Port // by interface, including Interface itself
+	// copies are the output interfaces whose socket could not share the
+	// UMEM: they copy (CopyPort), and say so.
+	copies map[string]*CopyPort
 }
 
 // OpenQueue maps the queue's UMEM and binds its sockets. On failure it
 // unwinds what it made.
 func OpenQueue(o QueueOptions) (q *Queue, err error) {
-	q = &Queue{opts: o, tx: map[string]*Port{}}
+	q = &Queue{opts: o, tx: map[string]*Port{}, copies: map[string]*CopyPort{}}
 	defer func() {
 		if err != nil {
 			q.Close()
@@ -142,9 +152,29 @@ func OpenQueue(o QueueOptions) (q *Queue, err error) {
 		so := o.Socket
 		so.Interface, so.Queue, so.SharedWith = out, o.Queue, rxSock
 		so.RXSize = 0 // transmit only: nothing is redirected to it
-		s, err := xdp.NewSocket(umem, so)
-		if err != nil {
-			return nil, fmt.Errorf("transmit socket on %s queue %d sharing the umem of %s: %w", out, o.Queue, o.Interface, err)
+		var s *xdp.Socket
+		reason := "forced (tx_copy)"
+		if !o.ForceTXCopy {
+			s, err = xdp.NewSocket(umem, so)
+			if err != nil && !sharingRefused(err) {
+				return nil, fmt.Errorf("transmit socket on %s queue %d sharing the umem of %s: %w", out, o.Queue, o.Interface, err)
+			}
+			if err != nil {
+				reason = fmt.Sprintf("the kernel refused to share %s's umem: %v", o.Interface, err)
+			}
+		}
+		if s == nil {
+			uo := o.UMEM
+			if o.Shared != nil {
+				uo = o.Shared.umem.Options()
+				uo.Frames = q.arena.Frames()
+			}
+			c, err := newCopyPort(PortName(out, o.Queue), uo, so, reason)
+			if err != nil {
+				return nil, fmt.Errorf("copying transmit port on %s queue %d (%s): %w", out, o.Queue, reason, err)
+			}
+			q.copies[out] = c
+			continue
 		}
 		p, err := NewPort(PortName(out, o.Queue), s, q.arena, false, 0)
 		if err != nil {
@@ -156,6 +186,14 @@ func OpenQueue(o QueueOptions) (q *Queue, err error) {
 	return q, nil
 }
 
+// sharingRefused reports a bind error that means the kernel will not let
+// this socket share the UMEM (rather than a missing interface, a busy
+// queue or a lack of permission): EINVAL from kernels before 5.10, which
+// share only within one device and queue, or EOPNOTSUPP from a driver.
+func sharingRefused(err error) bool {
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, xdp.ErrNotSupported)
+}
+
 // PortName is the name a queue's port has in logs and stats.
 func PortName(iface string, queue int) string { return fmt.Sprintf("%s/q%d", iface, queue) }
 
@@ -165,16 +203,35 @@ func (q *Queue) Arena() *rings.Arena { return q.arena }
 // RX returns the receive port.
 func (q *Queue) RX() *Port { return q.rx }
 
-// TX returns the transmit port on iface (the receive port for the queue's
-// own interface), or nil.
+// TX returns the sharing transmit port on iface (the receive port for the
+// queue's own interface), or nil (none, or a copying one: see Output).
 func (q *Queue) TX(iface string) *Port { return q.tx[iface] }
 
-// Ports returns every distinct port of the queue, the receive port first.
+// Output returns the port that transmits on iface for the engine: the
+// sharing port, or the CopyPort where the UMEM could not be shared.
+func (q *Queue) Output(iface string) dataplane.Port {
+	if c := q.copies[iface]; c != nil {
+		return c
+	}
+	if p := q.tx[iface]; p != nil {
+		return p
+	}
+	return nil
+}
+
+// Copies returns the queue's copying ports, by interface.
+func (q *Queue) Copies() map[string]*CopyPort { return q.copies }
+
+// Ports returns every distinct AF_XDP port of the queue, the receive port
+// first (a CopyPort's own port included).
 func (q *Queue) Ports() []*Port {
 	ps := []*Port{q.rx}
 	for _, out := range q.opts.Outputs {
 		if p := q.tx[out]; p != nil && p != q.rx {
 			ps = append(ps, p)
+		}
+		if c := q.copies[out]; c != nil {
+			ps = append(ps, c.inner)
 		}
 	}
 	return ps
@@ -195,6 +252,11 @@ func (q *Queue) Close() error {
 			if err := p.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	for _, c := range q.copies {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if q.rx != nil && !closed[q.rx] {

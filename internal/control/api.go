@@ -228,6 +228,9 @@ type Counts struct {
 	// socket on the frame's queue.
 	Redirected uint64 `json:"xdp_redirected"`
 	NoSocket   uint64 `json:"xdp_no_socket"`
+	// TXCopied counts packets an output copied into a UMEM of its own
+	// because it could not share the receiving queue's (afxdp.CopyPort).
+	TXCopied uint64 `json:"tx_copied"`
 	// Kernel counts frames the kernel dropped before the engine saw them
 	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
 	// descriptors), by reason.

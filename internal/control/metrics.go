@@ -30,6 +30,7 @@ var (
 	mKernel        = desc("kernel_dropped_packets_total", "Frames the kernel dropped before the engine saw them (XDP_STATISTICS), by reason.", "queue", "reason")
 	mRedirected    = desc("xdp_redirected_packets_total", "Frames the XDP program redirected to the queue's socket.", "queue")
 	mNoSocket      = desc("xdp_no_socket_packets_total", "Frames the XDP program passed on for want of a socket on their queue.", "queue")
+	mTXCopied      = desc("tx_copied_packets_total", "Packets an output copied into a UMEM of its own (it could not share the receiving queue's).", "queue")
 	mFrames        = desc("frames", "Frames of the queue's UMEM in each place.", "queue", "place")
 	mStagePackets  = desc("stage_packets_total", "Packets that arrived at a pipeline stage.", "queue", "stage", "kind")
 	mStageBytes    = desc("stage_bytes_total", "Bytes that arrived at a pipeline stage.", "queue", "stage", "kind")
@@ -56,7 +57,7 @@ type collector struct{ stats func() Stats }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
-		mRedirected, mNoSocket, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
+		mRedirected, mNoSocket, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
 		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture} {
 		ch <- d
 	}
@@ -95,6 +96,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(mRedirected, float64(q.Redirected), q.Queue)
 		counter(mNoSocket, float64(q.NoSocket), q.Queue)
+		counter(mTXCopied, float64(q.TXCopied), q.Queue)
 		a := q.Frames.FrameAccount
 		for _, p := range []struct {
 			name string

@@ -130,7 +130,7 @@ func TestClientRoundTrip(t *testing.T) {
 	c := client.New(sock)
 	ctx := context.Background()
 	info, err := c.Load(ctx, control.LoadRequest{File: "good.yaml", Source: goodPipeline})
-	if err != nil || info.Name != "good" || info.Stages != 3 {
+	if err != nil || info.Name != "good" || info.Stages != 2 {
 		t.Fatalf("load: %+v %v", info, err)
 	}
 	// An invalid pipeline comes back with every problem, file:line:col.

@@ -162,7 +162,7 @@ func (d *Daemon) remove(name string) error {
 func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
 	for port, iface := range pi {
-		outs.Ports[port] = qq.q.TX(iface)
+		outs.Ports[port] = qq.q.Output(iface)
 	}
 	return outs
 }

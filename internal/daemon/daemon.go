@@ -204,7 +204,8 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	so.BusyPoll = xdp.BusyPollOptions{Prefer: cfg.BusyPoll.Prefer, Usec: cfg.BusyPoll.Usec, Budget: cfg.BusyPoll.Budget}
 	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
 		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
-		UMEM: xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
+		ForceTXCopy: cfg.TXCopy,
+		UMEM:        xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
 	})
 	if err != nil {
 		return nil, explain(fmt.Sprintf("open %s queue %d", iface, qi), err)
@@ -216,7 +217,10 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	}
 	outs := qq.outputsFor(portIface)
 	for _, out := range outputs {
-		outs.Spare = append(outs.Spare, q.TX(out))
+		outs.Spare = append(outs.Spare, q.Output(out))
+	}
+	for out, c := range q.Copies() {
+		d.log.Warn("output copies packets", "interface", out, "queue", qi, "reason", c.Reason())
 	}
 	if cfg.Pass == "drop" {
 		outs.Pass = refusePass{}

@@ -466,6 +466,14 @@ func xdpAttached(t *testing.T, ns, iface string) bool {
 // the daemon's counters must match the replay's and balance, and its frame
 // accounting must sum to the frame count with every frame home.
 func TestLiveForwardMatchesReplay(t *testing.T) {
+	t.Run("shared umem", func(t *testing.T) { testForward(t, false) })
+	// The fallback for kernels that refuse to share a UMEM across
+	// devices, forced: dp1 copies each packet into a UMEM of its own, and
+	// counts it.
+	t.Run("copying output", func(t *testing.T) { testForward(t, true) })
+}
+
+func testForward(t *testing.T, txCopy bool) {
 	requireLive(t, "tcpreplay", "tcpdump")
 	const pipeline = "../../testdata/live/lab-forward.yaml"
 	const capture = "../../testdata/captures/mixed.pcap"
@@ -476,7 +484,7 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, "track_frames: true\n"), "--stats-interval", "50ms")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, fmt.Sprintf("track_frames: true\ntx_copy: %v\n", txCopy)), "--stats-interval", "50ms")
 	up := d.waitFor(t, "queue up", 10*time.Second)
 	if up["attach"] != "native" || up["bind"] != "copy" {
 		t.Errorf("veth granted attach=%v bind=%v, want native and copy (veth has no zero-copy)", up["attach"], up["bind"])
@@ -516,6 +524,12 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 		if n := num(st, "drops", dc.Reason); n != dc.Packets {
 			t.Errorf("drops[%s] = %d, replay counted %d", dc.Reason, n, dc.Packets)
 		}
+	}
+	if c := num(st, "tx_copied"); (txCopy && c != want.Transmitted) || (!txCopy && c != 0) {
+		t.Errorf("tx_copied %d with tx_copy %v (transmitted %d)", c, txCopy, want.Transmitted)
+	}
+	if txCopy && d.find("output copies packets") == nil {
+		t.Error("no log line says that dp1 copies packets")
 	}
 	if b, ok := st["balanced"].(bool); !ok || !b {
 		t.Errorf("daemon reports balanced=%v", st["balanced"])

@@ -48,6 +48,7 @@ func (d *Daemon) Stats() Stats {
 		for k, v := range qs.Drops {
 			t.Drops[k] += v
 		}
+		t.TXCopied += qs.TXCopied
 		t.Redirected += qs.Redirected
 		t.NoSocket += qs.NoSocket
 		for k, v := range qs.Kernel {
@@ -93,6 +94,9 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 			qs.Redirected, qs.NoSocket = c.Redirected, c.NoSocket
 		}
 	}
+	for _, c := range qq.q.Copies() {
+		qs.TXCopied += c.Copied()
+	}
 	for _, p := range qq.q.Ports() {
 		qs.Ports[p.Name()] = p.Counters()
 		if st, err := p.Socket().Stats(); err == nil {
@@ -136,7 +140,7 @@ func (d *Daemon) logStats(msg string) {
 	d.log.Info(msg,
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"balanced", t.Balanced, "drops", t.Drops, "kernel_drops", t.Kernel,
-		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket,
+		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "tx_copied", t.TXCopied,
 		"frames", t.Frames, "link_losses", s.LinkLosses)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
