@@ -414,3 +414,34 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// TestTCPListener: no TCP unless configured; a bare port listens on
+// loopback only, and the client reaches it with tcp://.
+func TestTCPListener(t *testing.T) {
+	srv, _ := serve(t, newFake())
+	if len(srv.Addrs()) != 1 {
+		t.Fatalf("listening on %v without TCP configured", srv.Addrs())
+	}
+	dir, _ := os.MkdirTemp("", "wfc-")
+	defer os.RemoveAll(dir)
+	o := control.DefaultOptions()
+	o.Socket, o.TCP = filepath.Join(dir, "s.sock"), ":0"
+	tsrv, err := control.NewServer(o, newFake(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsrv.Serve()
+	defer tsrv.Close()
+	addrs := tsrv.Addrs()
+	if len(addrs) != 2 || !strings.HasPrefix(addrs[1], "127.0.0.1:") {
+		t.Fatalf("listening on %v, want the socket and loopback", addrs)
+	}
+	if s, err := client.New("tcp://"+addrs[1]).Stats(context.Background()); err != nil || s.Totals.Received != 10 {
+		t.Fatalf("over tcp: %+v %v", s, err)
+	}
+	for in, want := range map[string]string{"9464": "127.0.0.1:9464", ":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464"} {
+		if got, err := control.MetricsAddr(in); err != nil || got != want {
+			t.Errorf("metrics address %q: %q %v, want %q", in, got, err, want)
+		}
+	}
+}
