@@ -29,8 +29,23 @@ func (f *topStats) fetch() (control.Stats, error) {
 			}}}}, nil
 }
 
+// lockedScreen serialises the view's Show with the test's reads (the
+// simulation screen does not lock its cells between the two).
+type lockedScreen struct {
+	tcell.SimulationScreen
+	mu sync.Mutex
+}
+
+func (s *lockedScreen) Show() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.SimulationScreen.Show()
+}
+
 // screenText returns the simulation screen's rows as text.
-func screenText(s tcell.SimulationScreen) []string {
+func screenText(s *lockedScreen) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	cells, w, h := s.GetContents()
 	rows := make([]string, h)
 	for y := range h {
@@ -62,7 +77,7 @@ func stageOrder(rows []string) string {
 // TestTop drives `top` on tcell's simulation screen: it shows the stages
 // with rates, and the sort keys change the order.
 func TestTop(t *testing.T) {
-	scr := tcell.NewSimulationScreen("UTF-8")
+	scr := &lockedScreen{SimulationScreen: tcell.NewSimulationScreen("UTF-8")}
 	if err := scr.Init(); err != nil {
 		t.Fatal(err)
 	}

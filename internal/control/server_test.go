@@ -436,7 +436,7 @@ func TestTCPListener(t *testing.T) {
 	if len(addrs) != 2 || !strings.HasPrefix(addrs[1], "127.0.0.1:") {
 		t.Fatalf("listening on %v, want the socket and loopback", addrs)
 	}
-	if s, err := client.New("tcp://"+addrs[1]).Stats(context.Background()); err != nil || s.Totals.Received != 10 {
+	if s, err := client.New("tcp://" + addrs[1]).Stats(context.Background()); err != nil || s.Totals.Received != 10 {
 		t.Fatalf("over tcp: %+v %v", s, err)
 	}
 	for in, want := range map[string]string{"9464": "127.0.0.1:9464", ":9464": "127.0.0.1:9464", "0.0.0.0:9464": "0.0.0.0:9464"} {
