@@ -100,7 +100,7 @@ is stopped.
 				}
 			}
 			fmt.Fprintf(w, "  on the data path after: %s\n", strings.Join(active, ", "))
-			fmt.Fprintf(w, "  counters kept: %s\n", listOrNone(rep.Kept))
+			fmt.Fprintf(w, "  counters kept: %s\n", listOrNone(withoutImplicitDrops(rep.Kept)))
 			if len(rep.Reset) > 0 {
 				fmt.Fprintf(w, "  counters reset (same name, another kind): %s\n", strings.Join(rep.Reset, ", "))
 			}
@@ -115,6 +115,18 @@ is stopped.
 	}
 	addCtlFlags(cmd, &o, true)
 	return cmd
+}
+
+// withoutImplicitDrops leaves out the implicit drop terminals ("drop:REASON"),
+// which every pipeline has a few of.
+func withoutImplicitDrops(l []string) []string {
+	var out []string
+	for _, s := range l {
+		if !strings.HasPrefix(s, "drop:") {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func listOrNone(l []string) string {
