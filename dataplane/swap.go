@@ -132,9 +132,6 @@ func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (
 			return res, fmt.Errorf("%w: %w", ErrSwap, err)
 		}
 		p.pool = pl
-		if pl == nil && p.inline == nil {
-			panic("unreachable: newPool made neither a pool nor an inline batch")
-		}
 		c.pool, res.PoolChange = pl, true
 	}
 	c.batch = p.batch

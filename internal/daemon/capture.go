@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -175,4 +174,3 @@ func (d *Daemon) captureStopLocked(reason string) {
 	<-c.done
 }
 
-var _ = errors.New
