@@ -141,6 +141,7 @@ type Engine struct {
 	runners []*pipelines.Runner
 	exec    workers.Executor // nil: inline
 	inline  *rings.Batch
+	waiter  Waiter // the input, when it can wait for packets (nil: ioBackoff)
 
 	txList   [][]rings.Desc // per output port, scratch for one batch
 	passList []rings.Desc
@@ -301,6 +302,7 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
 	}
 	e.inReports = e.addReporter(in)
+	e.waiter, _ = in.(Waiter)
 	for k := range e.comps {
 		c := &e.comps[k]
 		c.reports = e.addReporter(c.port)
@@ -474,7 +476,7 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		// yet, or every frame is out with a Completer.
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, false)
 	}
 }
 
@@ -545,7 +547,7 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 		}
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, e.exec.InFlight() > 0)
 	}
 }
 

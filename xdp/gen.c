@@ -15,6 +15,12 @@
 // checksum, allowed for IPv4): the kernel reuses the page's data from run
 // to run, so the field is written on every run whatever the page held.
 //
+// With interval set (a paced run), a run starts only once the clock has
+// reached the next send time, which then moves on by interval: earlier runs
+// return XDP_DROP without taking a sequence number, so the frames leave
+// evenly spaced at 1/interval however fast the kernel loops. After a gap
+// (between two syscalls) the send time catches up by at most burst frames.
+//
 // Regenerate with `go generate ./xdp/...` (clang, llvm, libbpf-dev).
 
 #include <linux/bpf.h>
@@ -35,6 +41,9 @@ struct gen_state {
 	__u64 seq;     // runs started: fetch-and-add per run
 	__u64 over;    // runs past limit, dropped
 	__u64 rewrite; // runs whose frame was not IPv4/UDP with flows > 1 (sent unchanged)
+	__u64 interval; // pacing: ns between frames, 0 for none (written between runs)
+	__u64 burst;    // pacing: frames the send time may lag the clock by
+	__u64 next;     // pacing: the next send time (ktime ns); one runner at a time
 };
 
 struct {
@@ -51,6 +60,15 @@ int gen_tx(struct xdp_md *ctx)
 	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &key);
 	if (!st)
 		return XDP_ABORTED;
+	if (st->interval) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now < st->next)
+			return XDP_DROP;
+		__u64 lag = st->burst * st->interval;
+		if (st->next + lag < now)
+			st->next = now - lag;
+		st->next += st->interval;
+	}
 	__u64 seq = __sync_fetch_and_add(&st->seq, 1);
 	if (seq >= st->limit) {
 		__sync_fetch_and_add(&st->over, 1);

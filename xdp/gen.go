@@ -30,6 +30,14 @@ type LiveGenOptions struct {
 	// BasePort is the first source port; BasePort+Flows-1 must fit in 16
 	// bits.
 	BasePort uint16
+	// Rate, when positive, paces the program itself: at most Rate frames
+	// per second, evenly spaced (each run checks the clock; early ones
+	// send nothing and are not counted), so a paced load needs no sleeps
+	// and no small syscalls (each BPF_PROG_RUN call has a fixed cost of
+	// milliseconds here). After a gap the program sends at most Burst
+	// frames at once to catch up (0: 64).
+	Rate  float64
+	Burst int
 	// BatchSize is the kernel's live-frame batch (frames per page-pool
 	// refill and per transmit flush): 1 to 256, 0 for the kernel's 64.
 	BatchSize int
@@ -38,6 +46,7 @@ type LiveGenOptions struct {
 // genState mirrors struct gen_state in gen.c.
 type genState struct {
 	Limit, Seq, Over, Unchanged uint64
+	Interval, Burst, Next       uint64
 }
 
 // LiveGenCounts are the program's counters since the LiveGen was made.
@@ -70,6 +79,9 @@ func NewLiveGen(o LiveGenOptions) (*LiveGen, error) {
 	if int(o.BasePort)+o.Flows-1 > 0xffff {
 		return nil, fmt.Errorf("live gen base port %d + %d flows: ports past 65535", o.BasePort, o.Flows)
 	}
+	if o.Rate < 0 || o.Rate > 1e9 || o.Burst < 0 {
+		return nil, fmt.Errorf("live gen rate %g, burst %d: want a rate in [0, 1e9] and a burst >= 0", o.Rate, o.Burst)
+	}
 	if o.BatchSize < 0 || o.BatchSize > 256 {
 		return nil, fmt.Errorf("live gen batch size %d: want 0 to 256", o.BatchSize)
 	}
@@ -89,6 +101,16 @@ func NewLiveGen(o LiveGenOptions) (*LiveGen, error) {
 	g := &LiveGen{bs: uint32(o.BatchSize)}
 	if err := spec.LoadAndAssign(&g.objs, nil); err != nil {
 		return nil, fmt.Errorf("load generator program: %w", err)
+	}
+	if o.Rate > 0 {
+		st := genState{Interval: max(1, uint64(1e9/o.Rate)), Burst: uint64(o.Burst)}
+		if st.Burst == 0 {
+			st.Burst = 64
+		}
+		if err := g.objs.GenState.Update(uint32(0), &st, ebpf.UpdateExist); err != nil {
+			g.objs.Close()
+			return nil, fmt.Errorf("set generator pace: %w", err)
+		}
 	}
 	return g, nil
 }

@@ -64,6 +64,7 @@ between rows: absolute rates on a shared machine move from run to run.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newBenchLiveCommand())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay")
 	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per measurement")

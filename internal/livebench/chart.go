@@ -1,0 +1,6 @@
+package livebench
+
+import "errors"
+
+// Chart draws res to path.
+func Chart(res Result, path string) error { return errors.New("chart: not yet") }
