@@ -17,7 +17,7 @@ import (
 	"github.com/warpflow/warpflow/xdp"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -29,7 +29,7 @@ func requireRoot(t *testing.T) {
 
 // labQueue builds a lab and, inside its dataplane namespace, attaches the
 // redirect program to dp0 and opens queue 0 of dp0 with dp1 as an output.
-func labQueue(t *testing.T, frames int) (*lab.Topology, *afxdp.Queue) {
+func labQueue(t testing.TB, frames int) (*lab.Topology, *afxdp.Queue) {
 	t.Helper()
 	requireRoot(t)
 	var b [3]byte
