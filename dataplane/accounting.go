@@ -128,9 +128,12 @@ func (e *Engine) turnDone() {
 	}
 }
 
-// idleTurn publishes what the last busy turns left unpublished.
+// idleTurn publishes what the last busy turns left unpublished, and a
+// free count that a port changed on a turn that received nothing (an
+// AF_XDP port's first Receive moves frames from the arena to its fill
+// ring before any packet arrives).
 func (e *Engine) idleTurn() {
-	if e.dirty {
+	if e.dirty || e.pub.free.Load() != int64(e.arena.FreeFrames()) {
 		e.publish()
 	}
 }

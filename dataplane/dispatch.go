@@ -67,6 +67,19 @@ func (e *Engine) complete(b *rings.Batch) {
 			e.recycle = append(e.recycle, d)
 		}
 	}
+	// Samples first: sinks copy the bytes, and before the transmits every
+	// frame is still the engine's (a Completer may own it after).
+	for k := range e.samples {
+		s := &e.samples[k]
+		if len(s.list) > 0 {
+			if s.sink != nil {
+				if _, err := s.sink.Transmit(e.arena, s.list); err != nil {
+					e.noteSampleError(k, err)
+				}
+			}
+			s.list = s.list[:0]
+		}
+	}
 	for p, list := range e.txList {
 		if len(list) == 0 {
 			continue
@@ -80,17 +93,6 @@ func (e *Engine) complete(b *rings.Batch) {
 		n := e.sendPass(e.passList)
 		if hold {
 			e.keep(e.passComp, e.passList, n)
-		}
-	}
-	for k := range e.samples {
-		s := &e.samples[k]
-		if len(s.list) > 0 {
-			if s.sink != nil {
-				if _, err := s.sink.Transmit(e.arena, s.list); err != nil {
-					e.noteSampleError(k, err)
-				}
-			}
-			s.list = s.list[:0]
 		}
 	}
 	if hold {

@@ -55,6 +55,12 @@ type ReplayStats struct {
 	// Malformed counts records skipped because they are shorter than their
 	// own link-layer header (an SLL record under 16 bytes, ...).
 	Malformed uint64
+	// ZeroLength counts records skipped because they hold no bytes at all
+	// (tcpdump and tshark skip them too).
+	ZeroLength uint64
+	// Cut counts packets handed out whose capture record is shorter than
+	// the original packet (a small snaplen); they carry rings.FlagCut.
+	Cut uint64
 	// BadRecycles counts descriptors given to Recycle that this port did not
 	// have in flight (preload mode only; they are ignored).
 	BadRecycles uint64
@@ -115,9 +121,11 @@ type ReplayPort struct {
 	hdr     [ethHeaderLen]byte
 	passes  int    // passes started
 	passPkt uint64 // packets placed in the current pass
+	size    int64  // the capture's size in bytes as stored, 0 when unknown
 
 	// preload
 	pre      []rings.Desc // original descriptors, capture order, replicas included
+	preCut   []bool       // per pre entry: the record was cut by the capture (nil when none was)
 	state    []uint8      // per pre entry: frameHome, frameOut, frameReleased
 	byFrame  []int32      // arena frame number -> pre index + 1 (0: not preloaded)
 	shift    uint         // log2(frame size)
@@ -130,7 +138,7 @@ type ReplayPort struct {
 	eof    bool
 	closed bool
 
-	records, packets, bytes, oversize, malformed, badRecycles atomic.Uint64
+	records, packets, bytes, oversize, malformed, zeroLen, cut, badRecycles atomic.Uint64
 }
 
 // OpenReplay opens the capture at path for replay into arena a.
@@ -182,6 +190,14 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 		src:    r,
 		file:   f,
 		shift:  uint(bits.TrailingZeros(uint(a.FrameSize()))),
+	}
+	switch src := r.(type) {
+	case *os.File:
+		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
+			p.size = fi.Size()
+		}
+	case interface{ Size() int64 }: // bytes.Reader, strings.Reader
+		p.size = src.Size()
 	}
 	rd, err := newRecordReader(name, r)
 	if err != nil {
@@ -262,6 +278,11 @@ func (p *ReplayPort) rewind() error {
 // skipped records are consumed and counted.
 func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 	data := p.rec.data
+	if len(data) == 0 {
+		p.pending = false
+		p.zeroLen.Add(1)
+		return d, false, true
+	}
 	hl, skip, good := normalize(p.rec.kind, data, &p.hdr)
 	if !good {
 		p.pending = false
@@ -285,6 +306,29 @@ func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 	copy(dst[hl:], data[skip:])
 	p.pending = false
 	return rings.Desc{Addr: addr, Len: uint32(n)}, true, true
+}
+
+// fraction returns how much of the replay is done, from 0 to 1, or -1 when
+// that is unknown (looping forever, or a stream of unknown size). Call it
+// from the goroutine that drives the port.
+func (p *ReplayPort) fraction() float64 {
+	loops := max(p.opt.Loops, 1)
+	switch {
+	case p.opt.Loops == -1:
+		return -1
+	case p.eof:
+		return 1
+	case p.opt.Preload:
+		total := int64(loops) * int64(len(p.pre))
+		if total == 0 {
+			return 1
+		}
+		return float64(total-p.left) / float64(total)
+	case p.size <= 0 || p.rd == nil:
+		return -1
+	}
+	pos := min(float64(p.rd.in.n)/float64(p.size), 1)
+	return (float64(p.passes-1) + pos) / float64(loops)
 }
 
 // Name returns the port's name.
@@ -337,6 +381,10 @@ func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err err
 			continue
 		}
 		b.Append(d, p.seq, p.opt.PortIndex)
+		if p.rec.cut {
+			b.Meta[len(b.Meta)-1].Flags = rings.FlagCut
+			p.cut.Add(1)
+		}
 		p.seq++
 		p.passPkt++
 		n++
@@ -410,6 +458,8 @@ func (p *ReplayPort) Stats() ReplayStats {
 		Bytes:       p.bytes.Load(),
 		Oversize:    p.oversize.Load(),
 		Malformed:   p.malformed.Load(),
+		ZeroLength:  p.zeroLen.Load(),
+		Cut:         p.cut.Load(),
 		BadRecycles: p.badRecycles.Load(),
 	}
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +41,13 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	for _, c := range hostileCases(t) {
 		seeds = append(seeds, c.data)
 	}
+	// The legacy variants rewritten for pcapgo (see pcaplegacy.go).
+	rec := eth(srcMAC, 0x0800, ipv4Pkt)
+	seeds = append(seeds,
+		legacyFile(binary.BigEndian, 0xA1B2C3D4, 2, 1, true, false, rec, rec[:20]),
+		legacyFile(binary.LittleEndian, 0xA1B2C3D4, 2, 3, true, false, rec),
+		legacyFile(binary.LittleEndian, 0xA1B2CD34, 2, 4, false, true, rec, rec),
+	)
 	return seeds
 }
 
@@ -76,7 +84,7 @@ func FuzzReplay(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			if !errors.Is(err, ErrCorruptCapture) && !errors.Is(err, ErrUnsupportedLinkType) && !errors.Is(err, rings.ErrArenaEmpty) {
+			if !errors.Is(err, ErrCorruptCapture) && !errors.Is(err, ErrUnsupportedLinkType) && !errors.Is(err, ErrUnsupportedFormat) && !errors.Is(err, rings.ErrArenaEmpty) {
 				t.Fatalf("preload=%v: unexpected error kind: %v", preload, err)
 			}
 			if strings.Contains(err.Error(), "\n") {

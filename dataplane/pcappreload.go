@@ -38,7 +38,7 @@ func (p *ReplayPort) preload() error {
 				name, p.rd.records, p.a.Frames(), rings.ErrArenaEmpty)
 		}
 		if placed {
-			p.addPreloaded(d)
+			p.addPreloaded(d, rec.cut)
 		}
 	}
 	p.pending = false
@@ -55,7 +55,7 @@ func (p *ReplayPort) preload() error {
 						name, reps, packets, p.opt.MinFrames, rings.ErrArenaEmpty)
 				}
 				copy(p.mem[addr:addr+uint64(src.Len)], p.mem[src.Addr:src.Addr+uint64(src.Len)])
-				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len})
+				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len}, p.preCut != nil && p.preCut[i])
 			}
 		}
 	}
@@ -77,7 +77,13 @@ func (p *ReplayPort) preload() error {
 	return nil
 }
 
-func (p *ReplayPort) addPreloaded(d rings.Desc) {
+func (p *ReplayPort) addPreloaded(d rings.Desc, cut bool) {
+	if cut && p.preCut == nil {
+		p.preCut = make([]bool, len(p.pre), cap(p.pre)+1)
+	}
+	if p.preCut != nil {
+		p.preCut = append(p.preCut, cut)
+	}
 	p.pre = append(p.pre, d)
 	p.state = append(p.state, frameHome)
 }
@@ -105,7 +111,11 @@ func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 			break // in flight: wait for Recycle, keeping capture order
 		}
 		// The original Addr and Len: undoes any head adjustment.
+		at := b.Len()
 		b.AppendRun(pre[:run], p.seq, p.opt.PortIndex)
+		if p.preCut != nil {
+			p.markCut(b, at, i, run)
+		}
 		p.seq += uint64(run)
 		if p.cursor += run; p.cursor == cycle {
 			p.cursor = 0
@@ -123,6 +133,21 @@ func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 		p.finish()
 	}
 	return p.done(n, bytes)
+}
+
+// markCut flags the packets of a run just appended at b[at:] (pre entries
+// i to i+run) whose records the capture cut.
+func (p *ReplayPort) markCut(b *rings.Batch, at, i, run int) {
+	n := uint64(0)
+	for k, cut := range p.preCut[i : i+run] {
+		if cut {
+			b.Meta[at+k].Flags = rings.FlagCut
+			n++
+		}
+	}
+	if n > 0 {
+		p.cut.Add(n)
+	}
 }
 
 // finish ends a preloaded replay: frames at home go back to the arena now,

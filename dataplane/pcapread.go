@@ -84,6 +84,9 @@ type record struct {
 	data  []byte
 	kind  linkKind
 	iface int // pcapng interface index; 0 for pcap
+	// cut: the capture kept fewer bytes than the packet had (the record's
+	// captured length is below its original length: a small snaplen).
+	cut bool
 }
 
 // recordReader reads records from a pcap or pcapng stream (optionally
@@ -114,6 +117,7 @@ type recordReader struct {
 	ng      *pcapgo.NgReader
 	head    [pcapHeaderLen]byte // pcap: the file header pcap was made from
 	kind    linkKind            // pcap: the file's link type
+	variant string              // pcap: the legacy variant being rewritten (see pcaplegacy.go), or ""
 	records uint64              // records read so far; the next one is records+1
 }
 
@@ -177,7 +181,7 @@ func (r *recordReader) openStream() error {
 		}
 	}
 	switch magic := binary.LittleEndian.Uint32(head); magic {
-	case magicPcapMicro, magicPcapNano, magicPcapMicroBE, magicPcapNanoBE:
+	case magicPcapMicro, magicPcapNano, magicPcapMicroBE, magicPcapNanoBE, magicPcapModified, magicPcapModifiedBE:
 		return r.openPcap()
 	case magicPcapNG:
 		if r.ng != nil && r.on == r.buf {
@@ -215,10 +219,26 @@ func (r *recordReader) openPcap() error {
 		}
 	}
 	r.pcap, r.ng = nil, nil
-	if h, err := r.buf.Peek(pcapHeaderLen); err == nil {
-		copy(r.head[:], h)
+	h, err := r.buf.Peek(pcapHeaderLen)
+	if err != nil {
+		return r.corruptHeader(headerErr(err))
 	}
-	pr, err := pcapgo.NewReader(r.buf)
+	copy(r.head[:], h)
+	v, err := pcapVariantOf(h)
+	if err != nil {
+		return fmt.Errorf("capture %s: %w", r.name, err)
+	}
+	var src io.Reader = r.buf
+	r.variant = ""
+	if v.legacy() {
+		// pcapgo reads only 2.4 with standard record headers: feed it the
+		// capture rewritten as that (see pcaplegacy.go).
+		if src, err = newLegacyPcap(r.buf, v); err != nil {
+			return r.corruptHeader(headerErr(err))
+		}
+		r.variant = v.String()
+	}
+	pr, err := pcapgo.NewReader(src)
 	if err != nil {
 		return r.corruptHeader(headerErr(err))
 	}
@@ -233,6 +253,9 @@ func (r *recordReader) openPcap() error {
 		return &LinkTypeError{Capture: r.name, LinkType: lt, Interface: -1}
 	}
 	r.pcap, r.on = pr, r.buf
+	if r.variant != "" {
+		r.on = nil // rewound by making a new reader: its stream is rewritten
+	}
 	return nil
 }
 
@@ -263,6 +286,11 @@ func (r *recordReader) corruptHeader(err error) error {
 }
 
 func (r *recordReader) corruptRecord(err error) error {
+	if r.variant != "" {
+		// A legacy file that goes wrong may be a variant that shares its
+		// magic (see pcaplegacy.go): say which format it was read as.
+		return fmt.Errorf("capture %s (read as %s): record %d: %w: %w", r.name, r.variant, r.records+1, ErrCorruptCapture, err)
+	}
 	return fmt.Errorf("capture %s: record %d: %w: %w", r.name, r.records+1, ErrCorruptCapture, err)
 }
 
@@ -293,18 +321,18 @@ func (r *recordReader) readInto(rec *record) error {
 		if err != nil {
 			return r.readErr(ci.CaptureLength, err)
 		}
-		if len(data) == 0 || len(data) > maxRecordLen {
+		if len(data) > maxRecordLen {
 			return r.badLen(len(data))
 		}
 		r.records++
-		*rec = record{data: data, kind: r.kind}
+		*rec = record{data: data, kind: r.kind, cut: ci.Length > len(data)}
 		return nil
 	}
 	data, ci, err := r.ng.ZeroCopyReadPacketData()
 	if err != nil {
 		return r.readErr(ci.CaptureLength, err)
 	}
-	if len(data) == 0 || len(data) > maxRecordLen {
+	if len(data) > maxRecordLen {
 		return r.badLen(len(data))
 	}
 	var lt uint32
@@ -314,7 +342,7 @@ func (r *recordReader) readInto(rec *record) error {
 		}
 	}
 	r.records++
-	*rec = record{data: data, kind: linkKindOf(lt), iface: ci.InterfaceIndex}
+	*rec = record{data: data, kind: linkKindOf(lt), iface: ci.InterfaceIndex, cut: ci.Length > len(data)}
 	if rec.kind == kindUnsupported {
 		return &LinkTypeError{Capture: r.name, LinkType: lt, Interface: ci.InterfaceIndex}
 	}
@@ -343,9 +371,8 @@ func (r *recordReader) readErr(capLen int, err error) error {
 }
 
 // badLen reports a record of length n that pcapgo returned without error.
+// (A zero-length record is not an error: the port skips and counts it, as
+// tcpdump and tshark skip it.)
 func (r *recordReader) badLen(n int) error {
-	if n == 0 {
-		return r.corruptRecord(errors.New("zero-length record"))
-	}
 	return r.corruptRecord(fmt.Errorf("record claims %d bytes, more than the %d-byte maximum", n, maxRecordLen))
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,22 +28,46 @@ type ReplayConfig struct {
 	Engine Options
 	// Replay configures the input port (loops, preload).
 	Replay ReplayOptions
-	Arena  rings.ArenaOptions
+	// Arena, when its Frames is set, is the frame arena to use as it is.
+	// Otherwise the arena is sized for the capture (see pcapscan.go), with
+	// frames of FrameSize bytes when that is set.
+	Arena     rings.ArenaOptions
+	FrameSize int
 	// Progress, when set, is called about five times a second.
-	Progress Progress
+	Progress func(ReplayProgress)
+	// Context, when set, stops the replay when it is done (Ctrl-C): the
+	// input stops at the next batch, what is in flight drains, and Replay
+	// returns the report so far with an error wrapping ErrInterrupted.
+	Context context.Context
 }
+
+// ReplayProgress is how far a replay has got.
+type ReplayProgress struct {
+	Received uint64
+	// Fraction is the part of the input consumed, from 0 to 1 (all passes
+	// counted), or -1 when unknown (looping forever).
+	Fraction float64
+}
+
+// ErrInterrupted is wrapped by the error of a replay stopped through its
+// Context.
+var ErrInterrupted = errors.New("interrupted")
 
 // PassFile is the capture that receives passed packets in a replay.
 const PassFile = "pass.pcap"
 
 // Replay runs cfg's capture through cfg's pipeline and returns the report.
 // The report is returned (with what was counted) even when err != nil, as
-// long as the run started.
+// long as the run started: a capture that turns corrupt midway, an output
+// that fails, or an interrupt (cfg.Context) stop the input, and what was
+// read before is still processed, reported, written to well-formed output
+// captures and to counters.json. rep.Pipeline is set once the run started.
 func Replay(cfg ReplayConfig) (rep Report, err error) {
-	if cfg.Arena.Frames == 0 {
-		cfg.Arena = rings.DefaultArenaOptions()
+	ao, err := replayArena(cfg)
+	if err != nil {
+		return rep, err
 	}
-	arena, err := rings.NewArena(cfg.Arena)
+	arena, err := rings.NewArena(ao)
 	if err != nil {
 		return rep, fmt.Errorf("frame arena: %w", err)
 	}
@@ -61,14 +86,17 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	}
 	var closers []Port
 	closers = append(closers, in)
+	started := false
 	defer func() {
 		for _, c := range closers {
 			if cerr := c.Close(); cerr != nil && err == nil {
 				err = cerr
 			}
 		}
-		if err == nil && cfg.OutDir != "" {
-			err = WriteCounters(cfg.OutDir, rep)
+		if started && cfg.OutDir != "" {
+			if werr := WriteCounters(cfg.OutDir, rep); werr != nil && err == nil {
+				err = werr
+			}
 		}
 	}()
 
@@ -121,7 +149,26 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	if err != nil {
 		return rep, err
 	}
-	runErr := e.Run(cfg.Progress)
+	var progress Progress
+	if cfg.Progress != nil {
+		// The engine calls this from its I/O loop, the goroutine that
+		// drives the port, so the port's position can be read directly.
+		progress = func(received uint64) {
+			cfg.Progress(ReplayProgress{Received: received, Fraction: in.fraction()})
+		}
+	}
+	ctx := cfg.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	started = true
+	// A stop through ctx is clean for the engine (it stops receiving and
+	// drains what is in flight, returning nil); for a replay it means the
+	// capture was not read to its end.
+	runErr := e.RunContext(ctx, progress)
+	if runErr == nil && ctx.Err() != nil && !in.eof {
+		runErr = fmt.Errorf("replay %s: %w", cfg.Capture, ErrInterrupted)
+	}
 	rep = e.Report()
 	st := in.Stats()
 	rep.Records = st.Records
@@ -131,6 +178,10 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	if st.Malformed > 0 {
 		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "short_link_header", Packets: st.Malformed})
 	}
+	if st.ZeroLength > 0 {
+		rep.InputDrops = append(rep.InputDrops, DropCount{Reason: "zero_length", Packets: st.ZeroLength})
+	}
+	rep.Cut = st.Cut
 	if !ro.Preload {
 		var inDrops uint64
 		for _, d := range rep.InputDrops {
@@ -142,6 +193,23 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		runErr = fmt.Errorf("internal error: %d of %d frames not returned to the arena", arena.Frames()-arena.FreeFrames(), arena.Frames())
 	}
 	return rep, runErr
+}
+
+// OutputFiles names the files a replay of graph g writes into its OutDir:
+// one capture per tx port, pass.pcap when the graph can pass, the samples,
+// and counters.json.
+func OutputFiles(g *pipelines.Graph) []string {
+	var files []string
+	for _, name := range g.Ports() {
+		files = append(files, name+".pcap")
+	}
+	if hasPass(g) {
+		files = append(files, PassFile)
+	}
+	for _, s := range g.Samplers() {
+		files = append(files, s.File)
+	}
+	return append(files, CountersFile)
 }
 
 func hasPass(g *pipelines.Graph) bool {

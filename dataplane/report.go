@@ -27,6 +27,10 @@ type Report struct {
 	// those it could not turn into packets (each with a named reason).
 	Records    uint64      `json:"records,omitempty"`
 	InputDrops []DropCount `json:"input_drops,omitempty"`
+	// Cut is how many received packets the capture cut short (captured
+	// length below the original length, as with tcpdump -s 96); they are
+	// parsed as far as their bytes go and carry rings.FlagCut.
+	Cut uint64 `json:"cut_by_capture,omitempty"`
 
 	Ports   []PortCount   `json:"ports"`
 	Drops   []DropCount   `json:"drops"`
@@ -105,8 +109,8 @@ func (e *Engine) Report() Report {
 	}
 	reasons := append(append([]string(nil), e.graph.Reasons()...), reasonTxFull, reasonTxError, reasonNoVerdict, reasonPassFull, reasonPassError)
 	for i, reason := range reasons {
-		if c.dropPackets[i] == 0 && i >= len(e.graph.Reasons()) {
-			continue // engine reasons appear only when they happened
+		if c.dropPackets[i] == 0 && (i >= len(e.graph.Reasons()) || strings.HasPrefix(reason, "internal_")) {
+			continue // engine and internal reasons appear only when they happened
 		}
 		r.Drops = append(r.Drops, DropCount{Reason: reason, Packets: c.dropPackets[i], Bytes: c.dropBytes[i]})
 		r.Dropped += c.dropPackets[i]

@@ -139,6 +139,9 @@ func (c *compiler) buildStages() {
 			if ctx.hasNxt {
 				cs.targets = []Target{ctx.next}
 			}
+			// Every edge the failed Build did parse is checked too: a bad
+			// option must not hide a dangling edge in the same stage.
+			cs.targets = append(cs.targets, ctx.parsed...)
 		}
 		if cs.kind.Build == nil {
 			// A type whose stage is not written yet: say so, and take its

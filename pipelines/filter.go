@@ -182,6 +182,9 @@ type filterStage struct {
 	pkts  []uint64 // per rule, then default
 	bytes []uint64
 	hits  [rings.MaxBatch]uint64 // preHits scratch
+	// hints, when set (SetFilterHints), holds each batch packet's rule as
+	// another processor found it; Process then skips its own lookup.
+	hints []uint32
 }
 
 // Process sends each packet to its first matching rule's edge. The
@@ -190,6 +193,10 @@ type filterStage struct {
 // their hits summed in registers and added to the default's counters once
 // per call.
 func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	if s.hints != nil {
+		s.processHinted(b, idx, next)
+		return
+	}
 	t := s.t
 	c := t.cls
 	next = next[:len(idx)]

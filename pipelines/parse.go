@@ -12,7 +12,7 @@ import (
 //
 // Options:
 //
-//	tunnels: true   # recognise VXLAN, GENEVE and GRE and record inner offsets (default true)
+//	tunnels: true   # recognise VXLAN, GENEVE, GRE and IP in IP and record inner offsets (default true)
 //
 // How malformed packets are classed (the first problem found wins, except
 // that a cut L4 header beats a short IP total length):
@@ -26,8 +26,17 @@ import (
 //	IPv4 version nibble != 4, IPv6 version nibble != 6                   → ClassBadVersion
 //	IPv4 total length < IHL*4 or longer than the frame,
 //	IPv6 payload length longer than the frame                            → ClassBadTotalLen
-//	more than 2 VLAN tags, more than 8 IPv6 extension headers            → ClassTooDeep
-//	an ethertype other than IPv4, IPv6, ARP (after VLAN tags)            → ClassUnknownL3
+//	PPPoE header (8) or MPLS label cut, nothing below an MPLS stack      → ClassTruncated
+//	more than 2 VLAN tags, more than 8 IPv6 extension headers or MPLS
+//	labels                                                               → ClassTooDeep
+//	an ethertype other than IPv4, IPv6, ARP, PPPoE session, MPLS (after
+//	VLAN tags); PPPoE not carrying IP; MPLS carrying neither IP version  → ClassUnknownL3
+//
+// A packet the capture cut short (rings.FlagCut, set by the receiving port
+// when the capture record is shorter than the original packet, as with
+// tcpdump -s 96) is decoded as far as its bytes go: an IP length past the
+// frame's end is then expected, not ClassBadTotalLen, and only a header that
+// is itself cut is ClassTruncated. FlagCut is kept.
 //
 // A frame longer than the IP packet (Ethernet padding) is fine: L4 headers
 // are bounded by the IP packet's end, not the frame's. With ClassBadTotalLen
@@ -37,14 +46,23 @@ import (
 // fragment (offset 0, M clear, RFC 6946) is a whole packet, not flagged.
 // Meta.IPProto is the protocol after IPv6 extension headers and IPsec AH
 // (IPv4 or IPv6); FlagIPOptions says such headers or IPv4 options were
-// skipped. An IP protocol we do not decode (ESP, IP-in-IP, ...) leaves
+// skipped. An IP protocol we do not decode (ESP, OSPF, ...) leaves
 // FlagL4 clear and the class OK. For ClassUnknownL3, L3Off is still where
 // the L3 header starts. VLANs holds the 12-bit VLAN IDs.
 //
+// Between Ethernet (and VLAN tags) and IP: PPPoE sessions (0x8864, PPP
+// protocol IPv4 or IPv6) and MPLS label stacks (0x8847, 0x8848; up to 8
+// labels, IPv4 or IPv6 below told by the version nibble). The IP header
+// below them is the L3 header: EtherType and L3Off name it. Another PPP
+// protocol or MPLS payload is ClassUnknownL3 at the PPPoE or MPLS header; a
+// cut header ClassTruncated; a stack without a bottom ClassTooDeep.
+//
 // Tunnels: VXLAN (UDP 4789), GENEVE (UDP 6081, version 0, options skipped;
-// Ethernet, IPv4 or IPv6 payload) and GRE version 0 (checksum, key and
+// Ethernet, IPv4 or IPv6 payload), GRE version 0 (checksum, key and
 // sequence words; IPv4, IPv6, transparent Ethernet bridging, ERSPAN I, II
-// and III payloads). They never make the outer packet malformed: a
+// and III, PPP payloads), GRE version 1 (PPTP: PPP carrying IPv4 or IPv6)
+// and IP in IP (protocols 4 and 41, rings.TunnelIPIP: the inner IP header
+// follows the outer one, and FlagL4 stays clear). They never make the outer packet malformed: a
 // recognised tunnel sets FlagTunnel and Meta.Tunnel, and each inner offset that could be decoded
 // (InnerL2Off, InnerL3Off, InnerL4Off with FlagInnerL4); what could not be
 // decoded stays 0. One tunnel level is decoded; a tunnel inside a tunnel is
@@ -99,7 +117,10 @@ func (s *parseStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	for k, i := range idx {
 		m := &b.Meta[i]
 		p := b.Packet(int(i))
-		if !decodeFast(p, m, s.tunnels) {
+		// A packet the capture cut short takes the general decoder, which
+		// bounds headers by the bytes there are instead of calling the
+		// short IP length malformed.
+		if m.Flags&rings.FlagCut != 0 || !decodeFast(p, m, s.tunnels) {
 			resetParsed(m)
 			m.Class = decodeEthernet(p, m, s.tunnels)
 		}
@@ -108,11 +129,12 @@ func (s *parseStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 }
 
 // resetParsed clears the fields the parse stage owns, leaving the rest of
-// the metadata (sequence, port, hash, verdict, samples) to their owners.
+// the metadata (sequence, port, hash, verdict, samples, and the port's
+// FlagCut) to their owners.
 func resetParsed(m *rings.Meta) {
 	m.Class = rings.ClassUnparsed
 	m.Tunnel = rings.TunnelNone
-	m.Flags = 0
+	m.Flags &= rings.FlagCut
 	m.EtherType = 0
 	m.VLANs = [2]uint16{}
 	m.NumVLANs = 0

@@ -20,12 +20,21 @@ const (
 	etTEB    = 0x6558 // transparent Ethernet bridging (GRE, GENEVE)
 	etERSPN2 = 0x88be // ERSPAN type I/II over GRE
 	etERSPN3 = 0x22eb // ERSPAN type III over GRE
+	etPPPoES = 0x8864 // PPPoE session stage
+	etMPLS   = 0x8847 // MPLS unicast
+	etMPLSMc = 0x8848 // MPLS multicast
+	etPPP    = 0x880b // PPP (GRE, PPTP)
+
+	pppIPv4 = 0x0021 // PPP protocol numbers
+	pppIPv6 = 0x0057
 
 	protoHopByHop = 0
 	protoICMP     = 1
+	protoIPIP     = 4 // IPv4 in IP
 	protoTCP      = 6
 	protoUDP      = 17
 	protoRouting  = 43
+	protoIP6in    = 41 // IPv6 in IP
 	protoFragment = 44
 	protoGRE      = 47
 	protoAH       = 51
@@ -53,6 +62,9 @@ const (
 	greMinHdr    = 4
 	vxlanHdrLen  = 8
 	geneveMinHdr = 8
+	pppoeHdrLen  = 8 // PPPoE header (6) and PPP protocol (2)
+	mplsLabelLen = 4
+	maxMPLS      = 8 // label stack entries walked before ClassTooDeep
 )
 
 // fragment states returned by the IP decoders.
@@ -96,6 +108,10 @@ func decodeEthernet(p []byte, m *rings.Meta, tunnels bool) rings.Class {
 		return decodeIPv4(p, off, m, tunnels)
 	case etIPv6:
 		return decodeIPv6(p, off, m, tunnels)
+	case etPPPoES:
+		return decodePPPoE(p, off, m, tunnels)
+	case etMPLS, etMPLSMc:
+		return decodeMPLS(p, off, m, tunnels)
 	case etARP:
 		m.Flags |= rings.FlagARP
 		if off+arpFixedLen > n {
@@ -106,6 +122,61 @@ func decodeEthernet(p []byte, m *rings.Meta, tunnels bool) rings.Class {
 			return rings.ClassTruncated
 		}
 		return rings.ClassOK
+	}
+	return rings.ClassUnknownL3
+}
+
+// decodePPPoE decodes a PPPoE session header at off (RFC 2516: version and
+// type, code, session, length, then the PPP protocol) and the IPv4 or IPv6
+// packet it carries, which becomes the L3 header: EtherType and L3Off name
+// it as if it followed the Ethernet header. Any other PPP protocol (LCP,
+// IPCP, ...) is ClassUnknownL3 with EtherType 0x8864.
+func decodePPPoE(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
+	if off+pppoeHdrLen > len(p) {
+		return rings.ClassTruncated
+	}
+	l3 := off + pppoeHdrLen
+	switch be16(p, off+6) {
+	case pppIPv4:
+		m.EtherType, m.L3Off = etIPv4, uint16(l3)
+		return decodeIPv4(p, l3, m, tunnels)
+	case pppIPv6:
+		m.EtherType, m.L3Off = etIPv6, uint16(l3)
+		return decodeIPv6(p, l3, m, tunnels)
+	}
+	return rings.ClassUnknownL3
+}
+
+// decodeMPLS walks an MPLS label stack at off (RFC 3032) to its bottom
+// entry and decodes what lies below by its version nibble, as routers do:
+// IPv4 or IPv6 becomes the L3 header (EtherType and L3Off name it); anything
+// else (a pseudowire control word, Ethernet over MPLS) is ClassUnknownL3
+// with the MPLS EtherType. A stack deeper than maxMPLS is ClassTooDeep.
+func decodeMPLS(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
+	o := off
+	for i := 0; ; i++ {
+		if i == maxMPLS {
+			return rings.ClassTooDeep
+		}
+		if o+mplsLabelLen > len(p) {
+			return rings.ClassTruncated
+		}
+		bottom := p[o+2]&1 != 0
+		o += mplsLabelLen
+		if bottom {
+			break
+		}
+	}
+	if o >= len(p) {
+		return rings.ClassTruncated
+	}
+	switch p[o] >> 4 {
+	case 4:
+		m.EtherType, m.L3Off = etIPv4, uint16(o)
+		return decodeIPv4(p, o, m, tunnels)
+	case 6:
+		m.EtherType, m.L3Off = etIPv6, uint16(o)
+		return decodeIPv6(p, o, m, tunnels)
 	}
 	return rings.ClassUnknownL3
 }
@@ -139,8 +210,14 @@ func decodeIPv4(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
 	soft := rings.ClassOK
 	tot := int(be16(h, 2))
 	end := off + tot
-	if tot < ihl || end > n {
+	switch {
+	case tot < ihl:
 		soft = rings.ClassBadTotalLen
+		end = n
+	case end > n:
+		if m.Flags&rings.FlagCut == 0 {
+			soft = rings.ClassBadTotalLen
+		}
 		end = n
 	}
 	switch frag := be16(h, 6); {
@@ -207,7 +284,9 @@ func decodeIPv6(p []byte, off int, m *rings.Meta, tunnels bool) rings.Class {
 	soft := rings.ClassOK
 	end := off + ipv6HdrLen + int(be16(h, 4))
 	if end > n {
-		soft = rings.ClassBadTotalLen
+		if m.Flags&rings.FlagCut == 0 {
+			soft = rings.ClassBadTotalLen
+		}
 		end = n
 	}
 	o, nh, frag, c := walkIPv6Ext(p, off+ipv6HdrLen, end, h[6])
@@ -343,6 +422,18 @@ func decodeL4(p []byte, o, end int, proto uint8, m *rings.Meta, tunnels bool) ri
 		if tunnels {
 			decodeGRE(p, o, end, m)
 		}
+	case protoIPIP, protoIP6in:
+		// IP in IP has no L4 header of its own: the inner IP header
+		// starts here. FlagL4 stays clear.
+		if tunnels {
+			setTunnel(m, rings.TunnelIPIP)
+			if proto == protoIPIP {
+				innerIPv4(p, o, end, m)
+			} else {
+				innerIPv6(p, o, end, m)
+			}
+		}
+		return rings.ClassOK
 	default:
 		return rings.ClassOK
 	}

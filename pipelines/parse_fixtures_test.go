@@ -176,8 +176,18 @@ func ptFixtures() []ptFixture {
 			func(m rings.Meta) error {
 				return ptExpect(m.EtherType == 0x88cc && m.L3Off == 14, "want ethertype 0x88cc at 14")
 			}},
-		{"mpls under a vlan tag", ptPad(ptCat(ptEthHdr(etDot1Q), ptTag(5, 0x8847)), 60), rings.ClassUnknownL3,
-			func(m rings.Meta) error { return ptExpect(m.L3Off == 18 && m.NumVLANs == 1, "want L3Off 18, 1 vlan") }},
+		{"mpls pseudowire under a vlan tag", ptPad(ptCat(ptEthHdr(etDot1Q), ptTag(5, 0x8847), []byte{0, 1, 0x01, 64}, []byte{0, 0, 0, 0}), 60), rings.ClassUnknownL3,
+			func(m rings.Meta) error {
+				return ptExpect(m.L3Off == 18 && m.NumVLANs == 1 && m.EtherType == etMPLS, "want L3Off 18, 1 vlan, ethertype mpls")
+			}},
+		{"mpls stack without a bottom", ptPad(ptCat(ptEthHdr(etMPLS)), 60), rings.ClassTooDeep, nil},
+		{"mpls label cut", ptCat(ptEthHdr(etMPLS), []byte{0, 1, 0}), rings.ClassTruncated, nil},
+		{"mpls stack, nothing below", ptCat(ptEthHdr(etMPLS), []byte{0, 1, 1, 64}), rings.ClassTruncated, nil},
+		{"pppoe header cut", ptCat(ptEthHdr(etPPPoES), []byte{0x11, 0, 0, 1, 0, 20, 0}), rings.ClassTruncated, nil},
+		{"pppoe lcp", ptPad(ptCat(ptEthHdr(etPPPoES), []byte{0x11, 0, 0, 1, 0, 20, 0xc0, 0x21}), 60), rings.ClassUnknownL3,
+			func(m rings.Meta) error {
+				return ptExpect(m.EtherType == etPPPoES && m.L3Off == 14, "want ethertype pppoe at 14")
+			}},
 
 		// OK: decisions that must not be mistaken for malformation.
 		{"ethernet padding after ipv4/udp", ptPad(ptCat(ptEthHdr(etIPv4), udp(28), ptUDPHdr(1, 2, 0)), 60), rings.ClassOK,

@@ -37,17 +37,27 @@ func decodeGENEVE(p []byte, o, end int, m *rings.Meta) {
 
 // decodeGRE decodes the GRE header at o (RFC 2784, 2890; caller checked 4
 // bytes): optional checksum, key and sequence words, then a payload named
-// by an ethertype. Version 1 (PPTP) and RFC 1701 source routing carry no
-// payload we decode.
+// by an ethertype. Version 1 is PPTP's enhanced GRE (RFC 2637: key always
+// present, optional sequence and acknowledgement words) carrying PPP.
+// RFC 1701 source routing carries no payload we decode.
 func decodeGRE(p []byte, o, end int, m *rings.Meta) {
 	setTunnel(m, rings.TunnelGRE)
 	flags := be16(p, o)
-	if flags&0x0007 != 0 || flags&0x4000 != 0 {
+	ver := flags & 0x0007
+	if ver > 1 || flags&0x4000 != 0 {
 		return
 	}
 	hl := greMinHdr
 	for _, bit := range [3]uint16{0x8000, 0x2000, 0x1000} { // checksum, key, sequence
 		if flags&bit != 0 {
+			hl += 4
+		}
+	}
+	if ver == 1 {
+		if flags&0x2000 == 0 || flags&0x8000 != 0 {
+			return // PPTP GRE always has the key and never the checksum
+		}
+		if flags&0x0080 != 0 { // acknowledgement
 			hl += 4
 		}
 	}
@@ -72,8 +82,39 @@ func decodeGRE(p []byte, o, end int, m *rings.Meta) {
 			in += 8
 		}
 		innerEthernet(p, in+12, end, m)
+	case etPPP:
+		innerPPP(p, in, end, m)
 	default:
 		innerByEtherType(p, in, end, et, m)
+	}
+}
+
+// innerPPP decodes a PPP frame at o as PPTP carries it: the ff 03 address
+// and control bytes unless compressed away (ACFC), a one- or two-byte
+// protocol (PFC: an odd first byte is the whole protocol), then IPv4 or
+// IPv6.
+func innerPPP(p []byte, o, end int, m *rings.Meta) {
+	if o+2 <= end && p[o] == 0xff && p[o+1] == 0x03 {
+		o += 2
+	}
+	if o >= end {
+		return
+	}
+	proto := uint16(p[o])
+	if proto&1 != 0 {
+		o++
+	} else {
+		if o+2 > end {
+			return
+		}
+		proto = be16(p, o)
+		o += 2
+	}
+	switch proto {
+	case pppIPv4:
+		innerIPv4(p, o, end, m)
+	case pppIPv6:
+		innerIPv6(p, o, end, m)
 	}
 }
 

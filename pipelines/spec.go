@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
+	goccyyaml "github.com/goccy/go-yaml"
+	goccyparser "github.com/goccy/go-yaml/parser"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -34,7 +38,15 @@ type Spec struct {
 type Settings struct {
 	BatchSize int // packets per batch, 1..1024
 	Workers   int // worker goroutines, 0..64; 0 runs the graph inline in the I/O loop
+	// Backend runs the pipeline: "cpu" (the default; "" means it) or
+	// "cuda" (the gpu package's executor: the filter's classifier in a
+	// persistent CUDA kernel). A daemon or `warpctl replay --backend`
+	// may override it.
+	Backend string
 }
+
+// Backends are the values settings.backend may take.
+var Backends = []string{"cpu", "cuda"}
 
 // DefaultSettings returns the settings a config gets when it names none.
 func DefaultSettings() Settings { return Settings{BatchSize: 64, Workers: 1} }
@@ -133,8 +145,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			el.Add(Pos{File: file, Line: 1, Col: 1}, "", "empty config: want a mapping with name, settings and stages")
 		} else {
-			line, msg := yamlErrorLine(err, data)
-			el.Add(Pos{File: file, Line: line, Col: 1}, "", "yaml: "+msg)
+			el.Add(syntaxErrorPos(file, err, data))
 		}
 		return nil, el.Err()
 	}
@@ -142,8 +153,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		el := &ErrorList{}
 		if err != nil {
-			line, msg := yamlErrorLine(err, data)
-			el.Add(Pos{File: file, Line: line, Col: 1}, "", "yaml: "+msg)
+			el.Add(syntaxErrorPos(file, err, data))
 		} else {
 			el.Add(Pos{File: file, Line: extra.Line, Col: extra.Column}, "", "config must be a single YAML document")
 		}
@@ -155,6 +165,42 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 		return nil, el.Err()
 	}
 	return doc.Content[0], nil
+}
+
+// syntaxErrorPos positions a YAML syntax error. yaml.v3's syntax errors
+// carry a line but no column, and for parser errors the line is where the
+// enclosing block began, not where it went wrong; so the same bytes go
+// through goccy/go-yaml's parser, which names the token it failed at, with
+// its line and column, and that position and message are reported. Where
+// goccy reads what yaml.v3 refused (the two differ on some corner cases),
+// yaml.v3's line is kept, at column 1. The config itself is still decoded
+// by yaml.v3 alone: every stage's Build is written against its Node tree.
+func syntaxErrorPos(file string, err error, data []byte) (Pos, string, string) {
+	if line, col, msg, ok := goccySyntaxError(data); ok {
+		return Pos{File: file, Line: line, Col: col}, "", "yaml: " + msg
+	}
+	line, msg := yamlErrorLine(err, data)
+	return Pos{File: file, Line: line, Col: 1}, "", "yaml: " + msg
+}
+
+// goccySyntaxError returns where goccy/go-yaml's parser fails on data, if it
+// does. A panic in it (a parser bug on hostile input) counts as no answer.
+func goccySyntaxError(data []byte) (line, col int, msg string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_, err := goccyparser.ParseBytes(data, 0)
+	var ye goccyyaml.Error
+	if err == nil || !errors.As(err, &ye) {
+		return 0, 0, "", false
+	}
+	tk := ye.GetToken()
+	if tk == nil || tk.Position == nil || tk.Position.Line < 1 || tk.Position.Column < 1 {
+		return 0, 0, "", false
+	}
+	return tk.Position.Line, tk.Position.Column, strings.ReplaceAll(ye.GetMessage(), "\t", `\t`), true
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -283,8 +329,16 @@ func (p *parser) settings(s *Spec, n *yaml.Node) {
 			if x, ok := p.int(v, "settings.workers"); ok {
 				s.Settings.Workers = x
 			}
+		case "backend":
+			if x, bad := p.str(v, "settings.backend", ""); !bad {
+				if !slices.Contains(Backends, x) {
+					p.errorf(v, "", "settings.backend %q: want cpu or cuda", x)
+				} else {
+					s.Settings.Backend = x
+				}
+			}
 		default:
-			p.errorf(k, "", "unknown setting %q (known: batch_size, workers)", k.Value)
+			p.errorf(k, "", "unknown setting %q (known: batch_size, workers, backend)", k.Value)
 		}
 	}
 }

@@ -70,13 +70,17 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty", "", "c.yaml:1:1: empty config: want a mapping with name, settings and stages"},
 		{"comments only", "# nothing\n", "c.yaml:1:1: empty config: want a mapping with name, settings and stages"},
-		{"syntax", "name: p\nstages:\n  - {name: a\n  - b\n", "c.yaml:3:1: yaml: did not find expected ',' or '}'"},
-		{"tab indent", "name: p\nstages:\n\t- a\n", "c.yaml:3:1: yaml: found character that cannot start any token"},
+		// The column of the token where parsing failed (goccy/go-yaml's
+		// position: yaml.v3 gives none, and the block's first line).
+		{"syntax", "name: p\nstages:\n  - {name: a\n  - b\n", "c.yaml:4:3: yaml: ',' or '}' must be specified"},
+		{"tab indent", "name: p\nstages:\n\t- a\n", `c.yaml:3:1: yaml: found character '\t' that cannot start any token`},
+		{"unclosed quote", "name: \"p\nstages: []\n", "c.yaml:1:7: yaml: could not find end character of double-quoted text"},
+		{"bad indent", "name: p\nstages:\n  - name: a\n    type: parse\n  - name: b\n   type: tx\n", "c.yaml:6:4: yaml: value is not allowed in this context"},
 		{"two documents", "name: p\n---\nname: q\n", "c.yaml:2:1: config must be a single YAML document"},
 		{"not a mapping", "- a\n- b\n", "c.yaml:1:1: config must be a mapping with name, settings and stages, got a list"},
 		{"unknown keys", "name: p\nstage: []\nsettings: {batch: 3, workers: 2}\nstages: [{name: a, type: pass}]\n",
 			`c.yaml:2:1: unknown key "stage" (known: name, settings, stages)
-c.yaml:3:12: unknown setting "batch" (known: batch_size, workers)`},
+c.yaml:3:12: unknown setting "batch" (known: batch_size, workers, backend)`},
 		{"wrong types", "name: [p]\nsettings: {batch_size: 1.5, workers: yes}\nstages: {a: b}\n",
 			`c.yaml:1:7: name: want a string, got a list
 c.yaml:2:24: settings.batch_size: want an integer, got number 1.5

@@ -120,8 +120,12 @@ type BuildContext struct {
 	// stages before it. Prefer AddSampler, which also reports overflow.
 	SampleIndex int
 
-	next     Target
-	hasNxt   bool
+	next   Target
+	hasNxt bool
+	// parsed is every target ParseTarget returned: when Build fails, the
+	// compiler still checks them, so that one bad option does not hide a
+	// dangling edge elsewhere in the stage.
+	parsed   []Target
 	errs     *ErrorList
 	samplers *[]SamplerInfo
 	// common lists the keys every stage has (name, type, next), which
@@ -229,11 +233,13 @@ func (c *BuildContext) ParseTarget(s string, n *yaml.Node) (Target, bool) {
 			c.Errorf(n, "drop reason %q: want %s", reason, nameRule)
 			return Target{}, false
 		}
+		c.parsed = append(c.parsed, Target{Drop: reason, Pos: pos})
 		return Target{Drop: reason, Pos: pos}, true
 	}
 	if !validName(s) {
 		c.Errorf(n, "edge target %q: want a stage name or drop:<reason>", s)
 		return Target{}, false
 	}
+	c.parsed = append(c.parsed, Target{Stage: s, Pos: pos})
 	return Target{Stage: s, Pos: pos}, true
 }

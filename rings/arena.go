@@ -20,6 +20,10 @@ type Arena struct {
 	frameSize int
 	headroom  int
 	free      []uint64 // stack of free frame base addresses
+	// first and frames are the arena's own frames within mem: all of it,
+	// or one part after Split (whose addresses stay offsets into the
+	// whole memory, as a shared UMEM's must).
+	first, frames int
 }
 
 // ErrArenaEmpty is what callers wrap when they run out of frames. Alloc and
@@ -101,6 +105,7 @@ func newArena(mem []byte, o ArenaOptions) *Arena {
 		frameSize: o.FrameSize,
 		headroom:  o.Headroom,
 		free:      make([]uint64, o.Frames),
+		frames:    o.Frames,
 	}
 	// Lowest addresses on top of the stack, so a fresh arena hands out
 	// frames in address order (deterministic, cache friendly).
@@ -117,7 +122,41 @@ func (a *Arena) FrameSize() int { return a.frameSize }
 func (a *Arena) Headroom() int { return a.headroom }
 
 // Frames returns the total number of frames.
-func (a *Arena) Frames() int { return len(a.mem) / a.frameSize }
+func (a *Arena) Frames() int { return a.frames }
+
+// FirstFrame is the number of the arena's first frame in Mem: 0, or where
+// its part starts after Split.
+func (a *Arena) FirstFrame() int { return a.first }
+
+// Split carves an arena whose every frame is free into n arenas over the
+// same memory, each owning a contiguous 1/n of the frames (the first ones
+// get one more when n does not divide the count). Addresses in every part
+// stay offsets into the whole memory, so one UMEM shared by several
+// sockets (XDP_SHARED_UMEM) can feed one engine per part, each with a free
+// stack of its own and no lock. a must not be used afterwards.
+func (a *Arena) Split(n int) ([]*Arena, error) {
+	if n < 1 || n > a.frames {
+		return nil, fmt.Errorf("split %d frames %d ways: want 1 to %d parts", a.frames, n, a.frames)
+	}
+	if len(a.free) != a.frames {
+		return nil, fmt.Errorf("split an arena with %d of %d frames in use: every frame must be free", a.frames-len(a.free), a.frames)
+	}
+	parts := make([]*Arena, n)
+	first := a.first
+	for i := range parts {
+		count := a.frames / n
+		if i < a.frames%n {
+			count++
+		}
+		p := &Arena{mem: a.mem, frameSize: a.frameSize, headroom: a.headroom, first: first, frames: count, free: make([]uint64, count)}
+		for j := range p.free {
+			p.free[j] = uint64((first + count - 1 - j) * a.frameSize)
+		}
+		parts[i] = p
+		first += count
+	}
+	return parts, nil
+}
 
 // FreeFrames returns how many frames are on the free stack.
 func (a *Arena) FreeFrames() int { return len(a.free) }

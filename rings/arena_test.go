@@ -201,3 +201,65 @@ func TestNewArenaOn(t *testing.T) {
 		}
 	}
 }
+
+func TestArenaSplit(t *testing.T) {
+	a, err := NewArena(ArenaOptions{Frames: 10, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := a.Split(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFirst, wantCount := []int{0, 4, 7}, []int{4, 3, 3}
+	seen := map[uint64]int{}
+	for i, p := range parts {
+		if p.FirstFrame() != wantFirst[i] || p.Frames() != wantCount[i] || p.FreeFrames() != wantCount[i] {
+			t.Fatalf("part %d: first %d frames %d free %d, want %d, %d, %d", i, p.FirstFrame(), p.Frames(), p.FreeFrames(), wantFirst[i], wantCount[i], wantCount[i])
+		}
+		if len(p.Mem()) != len(a.Mem()) {
+			t.Fatalf("part %d sees %d bytes of memory, want the whole %d", i, len(p.Mem()), len(a.Mem()))
+		}
+		// Every frame of a part lies in its own range, in address order.
+		for j := range p.Frames() {
+			addr, ok := p.Alloc()
+			if !ok {
+				t.Fatalf("part %d: frame %d: arena empty", i, j)
+			}
+			base := addr &^ 2047
+			if want := uint64((wantFirst[i] + j) * 2048); base != want || addr != base+256 {
+				t.Fatalf("part %d frame %d at %#x, want base %#x + headroom", i, j, addr, want)
+			}
+			seen[base] = i
+		}
+		if _, ok := p.Alloc(); ok {
+			t.Fatalf("part %d handed out more than its frames", i)
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("parts cover %d distinct frames, want 10", len(seen))
+	}
+	// A tracker over a part knows its frames and refuses the others'.
+	p := parts[1]
+	for f := 4; f < 7; f++ {
+		p.Free(uint64(f * 2048))
+	}
+	tr := NewTracker(p)
+	if _, err := tr.OwnerOf(4 * 2048); err != nil {
+		t.Errorf("tracker of part 1 refuses its own frame 4: %v", err)
+	}
+	if _, err := tr.OwnerOf(3 * 2048); err == nil {
+		t.Error("tracker of part 1 accepts frame 3, which is part 0's")
+	}
+	if _, err := tr.Check(nil); err != nil {
+		t.Errorf("tracker check of a part: %v", err)
+	}
+	if _, err := a.Split(11); err == nil {
+		t.Error("split 10 frames 11 ways: no error")
+	}
+	used, _ := NewArena(ArenaOptions{Frames: 4, FrameSize: 2048})
+	used.Alloc()
+	if _, err := used.Split(2); err == nil {
+		t.Error("split of an arena with a frame in use: no error")
+	}
+}

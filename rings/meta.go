@@ -63,6 +63,7 @@ const (
 	FlagTunnel                      // a tunnel (VXLAN, GENEVE, GRE) was recognised; Inner* valid
 	FlagInnerL4                     // InnerL4Off valid
 	FlagARP                         // L3 is ARP
+	FlagCut                         // the capture kept fewer bytes than the packet had (set by the receiving port, kept by parse)
 )
 
 // Tunnel names the encapsulation recognised by the parse stage.
@@ -73,6 +74,7 @@ const (
 	TunnelVXLAN
 	TunnelGENEVE
 	TunnelGRE
+	TunnelIPIP // IPv4 or IPv6 directly in IP (protocols 4 and 41)
 )
 
 // Verdict is what the pipeline decided for a packet. Terminal nodes of the

@@ -93,7 +93,7 @@ func (t *Tracker) Name(o Owner) string {
 
 // frame returns the frame number holding addr.
 func (t *Tracker) frame(addr uint64) (int, bool) {
-	f := addr / uint64(t.a.frameSize)
+	f := addr/uint64(t.a.frameSize) - uint64(t.a.first) // wraps below the arena's part
 	if f >= uint64(len(t.owner)) {
 		return 0, false
 	}
@@ -187,7 +187,7 @@ func (t *Tracker) Free(addr uint64, from Owner) error {
 	return nil
 }
 
-func (t *Tracker) base(f int) uint64 { return uint64(f) * uint64(t.a.frameSize) }
+func (t *Tracker) base(f int) uint64 { return uint64(f+t.a.first) * uint64(t.a.frameSize) }
 
 // Counts returns how many frames each owner holds, by owner name, as
 // recorded (Check also verifies the record).

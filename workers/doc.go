@@ -69,6 +69,8 @@
 //     cannot handle a packet (a GPU's parser outside its common case) runs
 //     the CPU Kernel on it, so results do not depend on the executor.
 //
+// Package executortest checks these rules for any implementation.
+//
 // # Idle back-off and wake-ups
 //
 // A worker that finds no ready slot polls IdlePolicy.Spins times, then

@@ -6,7 +6,7 @@
 // xdp-trafficgen does it): every run transmits the frame out of the
 // context's ingress interface with XDP_TX.
 //
-// Each run takes a sequence number from one shared counter. Runs past the
+// Each run takes a sequence number from one counter. Runs past the
 // limit the loader sets return XDP_DROP (the kernel recycles the frame and
 // sends nothing), so a syscall the kernel restarted after a signal never
 // sends more than asked, and the counter is the exact number of frames
@@ -14,12 +14,6 @@
 // source port becomes base_port + seq % flows and the UDP checksum 0 (no
 // checksum, allowed for IPv4): the kernel reuses the page's data from run
 // to run, so the field is written on every run whatever the page held.
-//
-// With interval set (a paced run), a run starts only once the clock has
-// reached the next send time, which then moves on by interval: earlier runs
-// return XDP_DROP without taking a sequence number, so the frames leave
-// evenly spaced at 1/interval however fast the kernel loops. After a gap
-// (between two syscalls) the send time catches up by at most burst frames.
 //
 // Regenerate with `go generate ./xdp/...` (clang, llvm, libbpf-dev).
 
@@ -38,12 +32,9 @@ volatile const __u16 base_port = 0;  // first source port
 // Must match genState in gen.go.
 struct gen_state {
 	__u64 limit;   // runs allowed to transmit (written between runs)
-	__u64 seq;     // runs started: fetch-and-add per run
+	__u64 seq;     // runs started
 	__u64 over;    // runs past limit, dropped
 	__u64 rewrite; // runs whose frame was not IPv4/UDP with flows > 1 (sent unchanged)
-	__u64 interval; // pacing: ns between frames, 0 for none (written between runs)
-	__u64 burst;    // pacing: frames the send time may lag the clock by
-	__u64 next;     // pacing: the next send time (ktime ns); one runner at a time
 };
 
 struct {
@@ -60,18 +51,13 @@ int gen_tx(struct xdp_md *ctx)
 	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &key);
 	if (!st)
 		return XDP_ABORTED;
-	if (st->interval) {
-		__u64 now = bpf_ktime_get_ns();
-		if (now < st->next)
-			return XDP_DROP;
-		__u64 lag = st->burst * st->interval;
-		if (st->next + lag < now)
-			st->next = now - lag;
-		st->next += st->interval;
-	}
-	__u64 seq = __sync_fetch_and_add(&st->seq, 1);
+	// Plain increments, not atomics (an atomic costs more than the rest of
+	// the program here): BPF_PROG_RUN runs the program on one CPU with
+	// migration disabled, and LiveGen makes one such call at a time, so no
+	// two runs ever race; the syscall boundary orders them across CPUs.
+	__u64 seq = st->seq++;
 	if (seq >= st->limit) {
-		__sync_fetch_and_add(&st->over, 1);
+		st->over++;
 		return XDP_DROP;
 	}
 	if (flows <= 1)
@@ -92,7 +78,7 @@ int gen_tx(struct xdp_md *ctx)
 	udp->check = 0;
 	return XDP_TX;
 unchanged:
-	__sync_fetch_and_add(&st->rewrite, 1);
+	st->rewrite++;
 	return XDP_TX;
 }
 

@@ -14,7 +14,7 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	o := bench.DefaultOptions()
-	var chart, jsonOut, cpuProfile string
+	var jsonOut, cpuProfile string
 	var millions float64
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -26,7 +26,12 @@ DecodingLayerParser) and dpdk-testpmd's macswap forwarding of the same
 capture (net_pcap infinite_rx to net_null). Each in-process row is the median
 of --repeats measurements, taken round-robin across the rows so that every
 row sees the same mix of the machine's fast and slow moments. Compare ratios
-between rows: absolute rates on a shared machine move from run to run.`,
+between rows: absolute rates on a shared machine move from run to run.
+
+With no --capture it replays an embedded copy of the bench capture, so it
+runs from any directory. --json writes every repeat's rate; the chart is
+drawn from that file by a separate program (so that warpctl does not carry
+the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if millions <= 0 {
@@ -49,24 +54,19 @@ between rows: absolute rates on a shared machine move from run to run.`,
 				return failf(codeFailed, "%v", err)
 			}
 			printBench(cmd, res)
-			if chart != "" {
-				if err := bench.Chart(res, chart); err != nil {
-					return failf(codeFailed, "%v", err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "chart written to %s\n", chart)
-			}
 			if jsonOut != "" {
 				data, _ := json.MarshalIndent(res, "", "  ")
 				if err := os.WriteFile(jsonOut, append(data, '\n'), 0o644); err != nil {
 					return failf(codeFailed, "write %s: %v", jsonOut, err)
 				}
+				fmt.Fprintf(cmd.OutOrStdout(), "results written to %s; draw them with: go run ./internal/bench/chart -in %s -out docs/bench.png\n", jsonOut, jsonOut)
 			}
 			return nil
 		},
 	}
 	cmd.AddCommand(newBenchLiveCommand())
 	fl := cmd.Flags()
-	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay")
+	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay (default: the embedded copy of testdata/captures/bench-64.pcap)")
 	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per measurement")
 	fl.IntVar(&o.Repeats, "repeats", o.Repeats, "measurements per row (median reported)")
 	fl.IntVar(&o.CPU, "cpu", o.CPU, "CPU to pin the in-process rows to (-1: no pinning)")
@@ -74,7 +74,6 @@ between rows: absolute rates on a shared machine move from run to run.`,
 	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "testpmd run length")
 	fl.IntVar(&o.TestpmdCPUs[1], "testpmd-cpu", o.TestpmdCPUs[1], "testpmd's forwarding lcore")
 	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
-	fl.StringVar(&chart, "chart", "", "draw the results to this .svg or .png file")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the in-process rows to this file (go tool pprof)")
 	return cmd

@@ -1,14 +1,15 @@
 // Command warpctl is Warpflow's control CLI.
 //
-//	warpctl replay [--pipeline FILE] [--workers N] [--out DIR] [--expect DIR] [--json] [CAPTURE...]
-//	warpctl validate PIPELINE.yaml...
-//	warpctl bench [--capture FILE] [--cpu N] [--chart FILE]
+//	warpctl replay [--pipeline FILE] [--workers N] [--out DIR [--force]] [--expect DIR] [--json] [CAPTURE...]
+//	warpctl validate [--json] PIPELINE.yaml...
+//	warpctl bench [--capture FILE] [--cpu N] [--json FILE]
+//	warpctl version
 //
 // replay runs captures through a pipeline offline and deterministically
 // (with no capture: an embedded sample through the embedded default
 // pipeline), prints a per-stage table and the verdicts, checks that every
 // packet is accounted for, writes output captures, and with --expect
-// compares them with a golden directory. Exit codes: 0 success, 1 failure
-// (bad input, I/O error, unbalanced accounting), 2 usage, 3 golden
-// mismatch.
+// compares them with a golden directory. Exit codes, the same for every
+// command: 0 success, 1 failure (bad input, I/O error, unbalanced
+// accounting), 2 usage, 3 golden mismatch, 130 interrupted.
 package main

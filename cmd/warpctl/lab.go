@@ -29,10 +29,13 @@ are left for the dataplane.
 
 Needs root. Typical use:
 
-  warpctl lab up                    # build the lab "wf"
+  warpctl lab up                    # build the lab "wf" (--napi threaded, --queues N)
   warpctl lab status                # what exists, with counters (--json)
+  warpctl lab xdp-pass --drop dp0   # no dataplane yet: give dp0 a receiver that drops
   warpctl gen --netns wf-gen --iface gen0 --count 1000000
-  warpctl lab down                  # remove it all`
+  warpctl lab down                  # remove it all
+
+--prefix runs several labs side by side (namespaces PREFIX-gen and so on).`
 
 func newLabCommand() *cobra.Command {
 	var prefix string
@@ -40,6 +43,12 @@ func newLabCommand() *cobra.Command {
 		Use:   "lab up|down|status",
 		Short: "Build, inspect or remove the netns + veth test topology",
 		Long:  labLong,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if err := lab.ValidatePrefix(prefix); err != nil {
+				return failf(codeUsage, "--prefix: %v", err)
+			}
+			return nil
+		},
 	}
 	cmd.PersistentFlags().StringVar(&prefix, "prefix", lab.DefaultPrefix, "lab name: namespaces PREFIX-gen, PREFIX-dp, PREFIX-sink")
 
@@ -119,7 +128,45 @@ write and off again. --queues gives every veth that many rx and tx queues.`,
 	}
 	statusCmd.Flags().BoolVar(&statusJSON, "json", false, "print as JSON")
 
-	cmd.AddCommand(upCmd, downCmd, statusCmd)
+	var remove, drop bool
+	passCmd := &cobra.Command{
+		Use:   "xdp-pass IFACE",
+		Short: "Attach (or --remove) an XDP_PASS program on one of the lab's veths, e.g. dp0 when no dataplane runs",
+		Long: `xdp-pass attaches the lab's XDP_PASS program to IFACE (gen0, dp0, dp1 or
+sink0) in its namespace, so that frames its peer transmits by XDP_TX or
+redirect arrive (a veth without XDP or GRO drops them silently). Use it on
+dp0 to try 'warpctl gen' without a dataplane; remove it before starting one.
+With --drop the program drops every frame instead (XDP_DROP, no stack
+work): the cheapest receiver, to measure what the generator offers.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, ok := map[string]string{lab.GenIface: lab.GenNS(prefix), lab.DP0Iface: lab.DPNS(prefix),
+				lab.DP1Iface: lab.DPNS(prefix), lab.SinkIface: lab.SinkNS(prefix)}[args[0]]
+			if !ok {
+				return failf(codeUsage, "xdp-pass %q: want gen0, dp0, dp1 or sink0", args[0])
+			}
+			if remove {
+				if err := lab.DetachXDP(ns, args[0]); err != nil {
+					return failf(codeFailed, "%v", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: xdp removed\n", ns, args[0])
+				return nil
+			}
+			attach, name := lab.AttachPass, lab.PassProgramName
+			if drop {
+				attach, name = lab.AttachDrop, lab.DropProgramName
+			}
+			if err := attach(ns, args[0]); err != nil {
+				return failf(codeFailed, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s attached (native)\n", ns, args[0], name)
+			return nil
+		},
+	}
+	passCmd.Flags().BoolVar(&remove, "remove", false, "detach instead")
+	passCmd.Flags().BoolVar(&drop, "drop", false, "attach a program that returns XDP_DROP instead of XDP_PASS")
+
+	cmd.AddCommand(upCmd, downCmd, statusCmd, passCmd)
 	return cmd
 }
 

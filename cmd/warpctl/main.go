@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 )
@@ -11,13 +10,8 @@ func main() {
 	if err == nil {
 		return
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "warpctl:", ee.msg)
-		}
-		os.Exit(ee.code)
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(os.Stderr, "warpctl:", msg)
 	}
-	fmt.Fprintln(os.Stderr, "warpctl:", err)
-	os.Exit(1)
+	os.Exit(exitCode(err))
 }

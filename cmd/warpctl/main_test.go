@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/warpflow/warpflow/dataplane"
 )
+
+var _ = dataplane.Report{}
 
 // run executes warpctl in-process and returns stdout, stderr and the exit
 // code main would use.
@@ -22,18 +23,10 @@ func run(t *testing.T, args ...string) (string, string, int) {
 	cmd.SetErr(&errb)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
-	code := 0
 	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-			errb.WriteString(ee.msg + "\n")
-		} else {
-			code = 1
-			errb.WriteString(err.Error() + "\n")
-		}
+		errb.WriteString(err.Error() + "\n")
 	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), exitCode(err)
 }
 
 func TestEmbeddedSampleMatchesTestdata(t *testing.T) {
@@ -65,11 +58,15 @@ func TestReplayJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep dataplane.Report
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("not a JSON report: %v\n%s", err, out)
+	var res replayJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not a JSON result: %v\n%s", err, out)
 	}
-	if !rep.Balanced || rep.Received == 0 || rep.Timing.Workers != 2 || len(rep.Stages) == 0 {
+	if len(res.Captures) != 1 || res.Captures[0].Report == nil || res.Captures[0].Error != "" {
+		t.Fatalf("unexpected result: %s", out)
+	}
+	rep := res.Captures[0].Report
+	if res.Captures[0].Capture != sampleName || !rep.Balanced || rep.Received == 0 || rep.Timing.Workers != 2 || len(rep.Stages) == 0 {
 		t.Fatalf("unexpected report: %+v", rep)
 	}
 }
@@ -134,7 +131,16 @@ func TestReplayBadInputs(t *testing.T) {
 		{[]string{"replay", "../../testdata/captures/bad/huge-record.pcap"}, codeFailed, "huge-record.pcap"},
 		{[]string{"replay", "--loops", "0"}, codeUsage, "--loops"},
 		{[]string{"replay", "--workers", "-5"}, codeUsage, "--workers"},
+		{[]string{"replay", "--workers", "1000"}, codeUsage, "--workers 1000: must be 0 (inline) to 64"},
 		{[]string{"replay", "--batch", "-3"}, codeUsage, "--batch"},
+		{[]string{"replay", "--batch", "0"}, codeUsage, "--batch 0: must be 1 to 1024"},
+		{[]string{"replay", "--batch", "5000"}, codeUsage, "--batch 5000"},
+		{[]string{"replay", "--frame-size", "3000"}, codeUsage, "--frame-size 3000"},
+		{[]string{"replay", "--force"}, codeUsage, "--force needs --out"},
+		{[]string{"validate"}, codeUsage, "name at least one pipeline config"},
+		{[]string{"frobnicate"}, codeUsage, "unknown command"},
+		{[]string{"version", "extra"}, codeUsage, "unknown command"},
+		{[]string{"replay", "../../testdata/captures/realworld/corrupt-tail.pcap"}, codeFailed, "record 19"},
 		{[]string{"replay", "--no-such-flag"}, codeUsage, "no-such-flag"},
 		{[]string{"replay", "--pipeline", "../../testdata/pipelines/invalid/does-not-exist.yaml"}, codeFailed, "does-not-exist.yaml"},
 		// Same stem, so the same output subdirectory: refused, not overwritten.

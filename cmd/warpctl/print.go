@@ -12,16 +12,19 @@ import (
 )
 
 // printReport writes the human-readable report: per-stage table, verdicts
-// and the accounting line.
-func printReport(w io.Writer, name string, r dataplane.Report) {
+// and the accounting line. written says whether outputs went to files, so
+// that the report does not claim samples were kept in a file nobody wrote.
+func printReport(w io.Writer, name string, r dataplane.Report, written bool) {
 	t := r.Timing
 	fmt.Fprintf(w, "%s through pipeline %q (%s, batch %d): %d packets, %d bytes in %v (%.3f Mpps)\n\n",
 		name, r.Pipeline, workerWord(t.Workers), t.BatchSize, r.Received, r.ReceivedBytes,
 		time.Duration(t.ElapsedNs).Round(time.Microsecond), t.Mpps)
-
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STAGE\tKIND\tBATCHES\tPACKETS\tBYTES\tNS/PKT\tDROPS\t")
 	for i, s := range r.Stages {
+		if s.Kind == "drop" && s.Packets == 0 && strings.HasPrefix(s.Name, "drop:internal_") {
+			continue // an engine safety net that caught nothing
+		}
 		ns := "-"
 		if i < len(t.StageNs) && s.Packets > 0 && s.Calls > 0 && s.Kind != "tx" && s.Kind != "drop" && s.Kind != "pass" {
 			ns = fmt.Sprintf("%.1f", t.StageNs[i])
@@ -36,7 +39,6 @@ func printReport(w io.Writer, name string, r dataplane.Report) {
 		}
 	}
 	tw.Flush()
-
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT\tPACKETS\tBYTES\t")
@@ -54,7 +56,14 @@ func printReport(w io.Writer, name string, r dataplane.Report) {
 	}
 	tw.Flush()
 	for _, s := range r.Samples {
-		fmt.Fprintf(w, "sample %s: kept %d of %d candidates in %s\n", s.Stage, s.Written, s.Candidates, s.File)
+		if written {
+			fmt.Fprintf(w, "sample %s: kept %d of %d candidates in %s\n", s.Stage, s.Written, s.Candidates, s.File)
+		} else {
+			fmt.Fprintf(w, "sample %s: chose %d of %d candidates (not written: no --out)\n", s.Stage, s.Written, s.Candidates)
+		}
+	}
+	if r.Cut > 0 {
+		fmt.Fprintf(w, "cut by the capture: %d packets shorter than on the wire (small snaplen), parsed as far as their bytes go\n", r.Cut)
 	}
 	fmt.Fprintln(w, r.AccountingLine())
 	fmt.Fprintln(w)
@@ -71,47 +80,69 @@ func workerWord(n int) string {
 }
 
 // progressBar draws a one-line progress indicator on a terminal for inputs
-// large enough to take a while; it draws nothing otherwise.
+// large enough to take a while, as pv and tcpreplay do: the part done, the
+// rate and the time left; it draws nothing otherwise.
 type progressBar struct {
 	w       io.Writer
 	name    string
 	on      bool
-	drawn   bool
+	drawn   int // length of the last line drawn
 	started time.Time
 }
 
-func newProgressBar(w io.Writer, name string, data []byte) *progressBar {
+// progressMinBytes is the input size (all loops) from which a bar is drawn.
+const progressMinBytes = 4 << 20
+
+func newProgressBar(w io.Writer, name string, data []byte, loops int) *progressBar {
 	p := &progressBar{w: w, name: name, started: time.Now()}
 	f, ok := w.(*os.File)
-	if !ok || data != nil {
+	if !ok {
 		return p
 	}
 	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return p
 	}
-	if fi, err := os.Stat(name); err == nil && fi.Size() >= 4<<20 {
-		p.on = true
+	size := int64(len(data))
+	if data == nil {
+		if fi, err := os.Stat(name); err == nil {
+			size = fi.Size()
+		}
 	}
+	p.on = size*int64(max(loops, 1)) >= progressMinBytes
 	return p
 }
 
-func (p *progressBar) update(received uint64) {
+func (p *progressBar) update(pr dataplane.ReplayProgress) {
 	if !p.on {
 		return
 	}
-	secs := time.Since(p.started).Seconds()
-	rate := 0.0
-	if secs > 0 {
-		rate = float64(received) / secs / 1e6
-	}
-	fmt.Fprintf(p.w, "\r%s: %d packets, %.2f Mpps %s", p.name, received, rate, spinner(int(secs*5)))
-	p.drawn = true
+	line := progressLine(p.name, pr, time.Since(p.started))
+	pad := max(p.drawn-len(line), 0)
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+	p.drawn = len(line)
 }
 
-func spinner(i int) string { return string(`|/-\`[i%4]) }
+// progressLine renders one progress update: percentage and time left when
+// the input's size is known, packets and rate always.
+func progressLine(name string, pr dataplane.ReplayProgress, elapsed time.Duration) string {
+	secs := elapsed.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(pr.Received) / secs / 1e6
+	}
+	line := fmt.Sprintf("%s: %d packets, %.2f Mpps", name, pr.Received, rate)
+	if pr.Fraction >= 0 {
+		line = fmt.Sprintf("%s: %5.1f%%  %d packets, %.2f Mpps", name, 100*pr.Fraction, pr.Received, rate)
+		if pr.Fraction > 0.01 && pr.Fraction < 1 {
+			left := time.Duration(float64(elapsed) * (1 - pr.Fraction) / pr.Fraction)
+			line += ", ETA " + left.Round(time.Second).String()
+		}
+	}
+	return line
+}
 
 func (p *progressBar) finish() {
-	if p.drawn {
-		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", len(p.name)+48))
+	if p.drawn > 0 {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.drawn))
 	}
 }

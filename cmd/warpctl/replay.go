@@ -1,16 +1,23 @@
 package main
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/rings"
 )
 
 // sampleCapture is the capture replayed when no capture is named: a copy of
@@ -22,16 +29,19 @@ var sampleCapture []byte
 const sampleName = "embedded:mixed.pcap"
 
 type replayFlags struct {
-	pipeline string
-	workers  int
-	batch    int
-	out      string
-	expect   string
-	json     bool
-	loops    int
-	preload  bool
-	noTiming bool
-	track    bool
+	pipeline  string
+	workers   int
+	batch     int
+	out       string
+	force     bool
+	expect    string
+	json      bool
+	loops     int
+	preload   bool
+	frameSize int
+	noTiming  bool
+	track     bool
+	backend   string
 }
 
 func newReplayCommand() *cobra.Command {
@@ -39,29 +49,41 @@ func newReplayCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay [flags] [CAPTURE...]",
 		Short: "Replay captures through a pipeline, offline and deterministically",
-		Long: `Replay runs each capture (pcap or pcapng) through a pipeline on a pool of
-persistent workers and prints what every stage did and where every packet
-went. With no capture it replays an embedded sample through the embedded
-default pipeline.
+		Long: `Replay runs each capture (pcap or pcapng, any version libpcap reads,
+optionally gzip-compressed) through a pipeline on a pool of persistent
+workers and prints what every stage did and where every packet went. With no
+capture it replays an embedded sample through the embedded default pipeline.
 
 Outputs (one capture per tx port, pass.pcap, sample files and counters.json)
-are written to --out; with several captures each gets its own subdirectory
-named after the capture. --expect compares the outputs with a golden
-directory written earlier by --out and exits 3 on any difference, naming the
-first differing packet.`,
+are written to --out, which must be new or empty: --force replaces what an
+earlier replay wrote there (it lists its files in .warpctl-outputs) and
+nothing else. With several captures each gets its own subdirectory named
+after the capture. --expect compares the outputs with a golden directory
+written earlier by --out and exits 3 on any difference, naming the first
+differing packet.
+
+Frames are sized for the capture (up to 64 KiB, for jumbo and GRO/TSO
+captures); --frame-size sets them instead. A damaged record or Ctrl-C stops
+the replay: what was read before is still processed, reported and written,
+then the error (or "interrupted") is printed and the exit code says which.
+
+` + exitCodesHelp,
 		RunE: func(cmd *cobra.Command, args []string) error { return runReplay(cmd, f, args) },
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.pipeline, "pipeline", "p", "", "pipeline config (default: the embedded default pipeline)")
-	fl.IntVarP(&f.workers, "workers", "w", -1, "worker goroutines (0 = inline in the I/O loop; default: the pipeline's settings)")
-	fl.IntVar(&f.batch, "batch", 0, "batch size (default: the pipeline's settings)")
-	fl.StringVarP(&f.out, "out", "o", "", "write output captures and counters.json to this directory")
+	fl.IntVarP(&f.workers, "workers", "w", -1, fmt.Sprintf("worker goroutines, 0 (inline in the I/O loop) to %d (default: the pipeline's settings)", pipelines.MaxWorkers))
+	fl.IntVar(&f.batch, "batch", 0, fmt.Sprintf("batch size, 1 to %d (default: the pipeline's settings)", rings.MaxBatch))
+	fl.StringVarP(&f.out, "out", "o", "", "write output captures and counters.json to this new or empty directory")
+	fl.BoolVar(&f.force, "force", false, "with --out: remove what an earlier replay wrote there first")
 	fl.StringVar(&f.expect, "expect", "", "compare outputs and counters with this golden directory")
-	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fl.BoolVar(&f.json, "json", false, "print the results as JSON (see README: JSON output)")
 	fl.IntVar(&f.loops, "loops", 1, "passes over each capture")
 	fl.BoolVar(&f.preload, "preload", false, "load the capture into the frame arena first and replay from memory")
+	fl.IntVar(&f.frameSize, "frame-size", 0, "frame size in bytes, a power of two from 2048 to 65536 (default: sized for the capture)")
 	fl.BoolVar(&f.noTiming, "no-timing", false, "do not measure per-stage time")
 	fl.BoolVar(&f.track, "track-frames", false, "debug mode: track every frame's owner and audit the arena after the run")
+	fl.StringVar(&f.backend, "backend", "", "cpu or cuda (default: the pipeline's settings.backend, else cpu)")
 	return cmd
 }
 
@@ -72,29 +94,73 @@ func loadPipeline(path string) (*pipelines.Graph, error) {
 	return pipelines.LoadFile(path)
 }
 
-func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
+// checkReplayFlags reports a flag value that cannot work as a usage error,
+// before anything runs.
+func checkReplayFlags(cmd *cobra.Command, f replayFlags) error {
+	changed := cmd.Flags().Changed
 	switch {
 	case f.loops < 1:
 		return failf(codeUsage, "--loops %d: must be at least 1", f.loops)
-	case f.workers < -1:
-		return failf(codeUsage, "--workers %d: must be 0 (inline) or more", f.workers)
-	case f.batch < 0:
-		return failf(codeUsage, "--batch %d: must be positive", f.batch)
+	case changed("workers") && (f.workers < 0 || f.workers > pipelines.MaxWorkers):
+		return failf(codeUsage, "--workers %d: must be 0 (inline) to %d", f.workers, pipelines.MaxWorkers)
+	case changed("batch") && (f.batch < 1 || f.batch > rings.MaxBatch):
+		return failf(codeUsage, "--batch %d: must be 1 to %d", f.batch, rings.MaxBatch)
+	case changed("frame-size") && (f.frameSize < 2048 || f.frameSize > 65536 || f.frameSize&(f.frameSize-1) != 0):
+		return failf(codeUsage, "--frame-size %d: must be a power of two from 2048 to 65536", f.frameSize)
+	case f.force && f.out == "":
+		return failf(codeUsage, "--force needs --out")
+	}
+	return nil
+}
+
+// replayJSON is what --json prints: always this object (see README).
+type replayJSON struct {
+	Captures    []captureJSON `json:"captures"`
+	Interrupted bool          `json:"interrupted,omitempty"`
+}
+
+// captureJSON is one capture's outcome: its report when the run started
+// (complete, or up to the error), its error, and the golden comparison.
+type captureJSON struct {
+	Capture string            `json:"capture"`
+	OutDir  string            `json:"out_dir,omitempty"`
+	Report  *dataplane.Report `json:"report,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Golden  *goldenJSON       `json:"golden,omitempty"`
+}
+
+type goldenJSON struct {
+	Dir        string `json:"dir"`
+	Match      bool   `json:"match"`
+	Difference string `json:"difference,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+type replayInput struct {
+	name string
+	data []byte
+}
+
+func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
+	if err := checkReplayFlags(cmd, f); err != nil {
+		return err
 	}
 	g, err := loadPipeline(f.pipeline)
 	if err != nil {
 		return failf(codeFailed, "pipeline: %v", err)
 	}
-	type input struct {
-		name string
-		data []byte
-	}
-	var inputs []input
+	var inputs []replayInput
 	if len(args) == 0 {
-		inputs = append(inputs, input{name: sampleName, data: sampleCapture})
+		inputs = append(inputs, replayInput{name: sampleName, data: sampleCapture})
 	}
 	for _, a := range args {
-		inputs = append(inputs, input{name: a})
+		inputs = append(inputs, replayInput{name: a})
+	}
+	subdir := func(in replayInput) string {
+		if len(inputs) > 1 {
+			return captureStem(in.name)
+		}
+		return ""
 	}
 	if len(inputs) > 1 && (f.out != "" || f.expect != "") {
 		// Each capture's outputs go to a subdirectory named after it; two
@@ -108,100 +174,167 @@ func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
 			seen[stem] = in.name
 		}
 	}
+	if f.out != "" {
+		var known []string
+		for _, in := range inputs {
+			for _, file := range dataplane.OutputFiles(g) {
+				known = append(known, path.Join(subdir(in), file))
+			}
+		}
+		if err := prepareOut(f.out, f.force, known); err != nil {
+			return err
+		}
+	}
+
+	// Ctrl-C or SIGTERM stops the replay cleanly (report so far, outputs
+	// closed, exit 130); a second one kills as usual.
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var res replayJSON
+	var written []string
 	failed, mismatched := 0, 0
-	var reports []dataplane.Report
 	for _, in := range inputs {
-		sub := ""
-		if len(inputs) > 1 {
-			sub = captureStem(in.name)
+		sub := subdir(in)
+		cr, files, err := replayOne(ctx, f, g, in, sub, stdout, stderr)
+		res.Captures = append(res.Captures, cr)
+		for _, file := range files {
+			written = append(written, path.Join(sub, file))
 		}
-		outDir := joinIf(f.out, sub)
-		tmp := ""
-		if outDir == "" && f.expect != "" {
-			tmp, err = os.MkdirTemp("", "warpctl-replay-")
-			if err != nil {
-				return failf(codeFailed, "temporary output directory: %v", err)
-			}
-			outDir = tmp
-		}
-		cfg := dataplane.ReplayConfig{
-			Capture:     in.name,
-			CaptureData: in.data,
-			Graph:       g,
-			OutDir:      outDir,
-			Engine:      dataplane.DefaultOptions(),
-			Replay:      dataplane.DefaultReplayOptions(),
-		}
-		cfg.Replay.Name = filepath.Base(in.name)
-		cfg.Replay.Loops = f.loops
-		cfg.Replay.Preload = f.preload
-		cfg.Engine.Workers = f.workers
-		cfg.Engine.BatchSize = f.batch
-		cfg.Engine.Timing = !f.noTiming
-		cfg.Engine.TrackFrames = f.track
-		bar := newProgressBar(stderr, in.name, in.data)
-		cfg.Progress = bar.update
-		rep, err := dataplane.Replay(cfg)
-		bar.finish()
-		if err != nil {
-			// Errors from opening a capture already name it.
-			if msg := err.Error(); strings.Contains(msg, in.name) {
-				fmt.Fprintln(stderr, msg)
-			} else {
-				fmt.Fprintf(stderr, "%s: %s\n", in.name, msg)
-			}
+		switch {
+		case errors.Is(err, dataplane.ErrInterrupted):
+			res.Interrupted = true
+		case err != nil:
 			failed++
-			if tmp != "" {
-				os.RemoveAll(tmp)
-			}
-			continue
-		}
-		reports = append(reports, rep)
-		if !f.json {
-			printReport(stdout, in.name, rep)
-		}
-		if !rep.Balanced {
-			fmt.Fprintf(stderr, "%s: %s\n", in.name, rep.AccountingLine())
+		case cr.Golden != nil && !cr.Golden.Match && cr.Golden.Error == "":
+			mismatched++
+		case cr.Golden != nil && cr.Golden.Error != "":
 			failed++
 		}
-		if f.expect != "" {
-			diff, err := dataplane.CompareDirs(outDir, joinIf(f.expect, sub))
-			switch {
-			case err != nil:
-				fmt.Fprintf(stderr, "%s: compare with golden: %v\n", in.name, err)
-				failed++
-			case diff != nil:
-				fmt.Fprintf(stderr, "%s: differs from golden %s: %s\n", in.name, joinIf(f.expect, sub), diff)
-				mismatched++
-			default:
-				if !f.json {
-					fmt.Fprintf(stdout, "golden %s: outputs and counters match\n", joinIf(f.expect, sub))
-				}
-			}
+		if res.Interrupted {
+			break
 		}
-		if tmp != "" {
-			os.RemoveAll(tmp)
+	}
+	if f.out != "" && len(written) > 0 {
+		if err := writeManifest(f.out, written); err != nil {
+			fmt.Fprintln(stderr, err)
+			failed++
 		}
 	}
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		var v any = reports
-		if len(reports) == 1 && len(inputs) == 1 {
-			v = reports[0]
-		}
-		if err := enc.Encode(v); err != nil {
-			return failf(codeFailed, "encode report: %v", err)
+		if err := enc.Encode(res); err != nil {
+			return failf(codeFailed, "encode results: %v", err)
 		}
 	}
 	switch {
+	case res.Interrupted:
+		last := res.Captures[len(res.Captures)-1].Capture
+		return failf(codeInterrupted, "interrupted during %s (capture %d of %d): its report covers what was done before", last, len(res.Captures), len(inputs))
 	case failed > 0:
 		return failf(codeFailed, "%d of %d captures failed", failed, len(inputs))
 	case mismatched > 0:
 		return failf(codeMismatch, "%d of %d captures differ from their goldens", mismatched, len(inputs))
 	}
 	return nil
+}
+
+// replayOne replays one capture, prints its report (unless --json) and
+// compares it with its golden. It returns the capture's result, the output
+// files it wrote (relative to its output directory), and the error that
+// ended the replay, if any.
+func replayOne(ctx context.Context, f replayFlags, g *pipelines.Graph, in replayInput, sub string, stdout, stderr io.Writer) (captureJSON, []string, error) {
+	cr := captureJSON{Capture: in.name}
+	outDir := joinIf(f.out, sub)
+	if f.expect != "" && outDir == "" {
+		tmp, err := os.MkdirTemp("", "warpctl-replay-")
+		if err != nil {
+			cr.Error = fmt.Sprintf("temporary output directory: %v", err)
+			fmt.Fprintf(stderr, "%s: %s\n", in.name, cr.Error)
+			return cr, nil, err
+		}
+		defer os.RemoveAll(tmp)
+		outDir = tmp
+	} else {
+		cr.OutDir = outDir
+	}
+	cfg := dataplane.ReplayConfig{
+		Capture:     in.name,
+		CaptureData: in.data,
+		Graph:       g,
+		OutDir:      outDir,
+		Engine:      dataplane.DefaultOptions(),
+		Replay:      dataplane.DefaultReplayOptions(),
+		FrameSize:   f.frameSize,
+		Context:     ctx,
+	}
+	cfg.Replay.Name = filepath.Base(in.name)
+	cfg.Replay.Loops = f.loops
+	cfg.Replay.Preload = f.preload
+	cfg.Engine.Workers = f.workers
+	cfg.Engine.BatchSize = f.batch
+	cfg.Engine.Timing = !f.noTiming
+	cfg.Engine.TrackFrames = f.track
+	exec, err := executorFor(f.backend, g)
+	if err != nil {
+		cr.Error = err.Error()
+		fmt.Fprintln(stderr, cr.Error)
+		return cr, nil, err
+	}
+	cfg.Engine.NewExecutor = exec
+	bar := newProgressBar(stderr, in.name, in.data, f.loops)
+	cfg.Progress = bar.update
+	rep, err := dataplane.Replay(cfg)
+	bar.finish()
+	started := rep.Pipeline != ""
+	var files []string
+	if started {
+		cr.Report = &rep
+		if cr.OutDir != "" {
+			files = dataplane.OutputFiles(g)
+		}
+		if !f.json {
+			printReport(stdout, in.name, rep, outDir != "" && cr.OutDir != "")
+		}
+	}
+	if err == nil && !rep.Balanced {
+		err = fmt.Errorf("%w: %s", dataplane.ErrUnbalanced, rep.AccountingLine())
+	}
+	if err != nil {
+		cr.Error = err.Error()
+		if errors.Is(err, dataplane.ErrInterrupted) {
+			cr.Error = "interrupted"
+		}
+		// Errors from opening a capture already name it.
+		if msg := cr.Error; strings.Contains(msg, in.name) {
+			fmt.Fprintln(stderr, msg)
+		} else {
+			fmt.Fprintf(stderr, "%s: %s\n", in.name, msg)
+		}
+		return cr, files, err
+	}
+	if f.expect != "" {
+		gd := &goldenJSON{Dir: joinIf(f.expect, sub)}
+		cr.Golden = gd
+		diff, err := dataplane.CompareDirs(outDir, gd.Dir)
+		switch {
+		case err != nil:
+			gd.Error = err.Error()
+			fmt.Fprintf(stderr, "%s: compare with golden: %v\n", in.name, err)
+		case diff != nil:
+			gd.Difference = diff.String()
+			fmt.Fprintf(stderr, "%s: differs from golden %s: %s\n", in.name, gd.Dir, diff)
+		default:
+			gd.Match = true
+			if !f.json {
+				fmt.Fprintf(stdout, "golden %s: outputs and counters match\n", gd.Dir)
+			}
+		}
+	}
+	return cr, files, nil
 }
 
 func joinIf(dir, sub string) string {

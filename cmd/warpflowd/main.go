@@ -24,6 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/daemon"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 const (
@@ -119,7 +120,8 @@ func run(cmd *cobra.Command, f flags) error {
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		var ce *daemon.ConfigError
-		if errors.As(err, &ce) {
+		var pe *pipelines.ErrorList
+		if errors.As(err, &ce) || errors.As(err, &pe) {
 			return &exitError{codeUsage, err}
 		}
 		return err

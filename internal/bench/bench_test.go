@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,12 +13,13 @@ import (
 
 // TestRunSmall runs the whole bench on a few thousand packets without
 // testpmd: every in-process row is measured, Warpflow rows allocate nothing
-// per packet, targets are computed from the rows, and the chart is drawn.
+// per packet, targets are computed from the rows, and every repeat's rate
+// is kept.
 func TestRunSmall(t *testing.T) {
 	o := DefaultOptions()
 	o.Capture = "../../testdata/captures/bench-64.pcap"
 	o.Packets = 20000
-	o.Repeats = 1
+	o.Repeats = 2
 	o.CPU = -1
 	o.Testpmd = false
 	res, err := Run(context.Background(), o, io.Discard)
@@ -56,12 +57,40 @@ func TestRunSmall(t *testing.T) {
 	if measured != 4 || unmeasured != 1 || reference != 2 {
 		t.Errorf("targets: %d measured, %d not (testpmd is off), %d reference: %+v", measured, unmeasured, reference, res.Targets)
 	}
-	chart := filepath.Join(t.TempDir(), "bench.png")
-	if err := Chart(res, chart); err != nil {
+	for _, r := range res.Rows {
+		if len(r.MppsRuns) != o.Repeats {
+			t.Errorf("%s: %d repeats recorded, want %d", r.Name, len(r.MppsRuns), o.Repeats)
+		}
+	}
+}
+
+// TestRunEmbeddedCapture: with no capture named the bench replays its
+// embedded copy, from any directory.
+func TestRunEmbeddedCapture(t *testing.T) {
+	t.Chdir(t.TempDir())
+	o := DefaultOptions()
+	o.Packets, o.Repeats, o.CPU, o.Testpmd = 8192, 2, -1, false
+	res, err := Run(context.Background(), o, io.Discard)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(chart); err != nil || fi.Size() < 1000 {
-		t.Fatalf("chart not written: %v", err)
+	if res.Capture != EmbeddedCaptureName || len(res.Rows) != 6 {
+		t.Fatalf("capture %q, %d rows", res.Capture, len(res.Rows))
+	}
+	for _, r := range res.Rows {
+		if r.Err != "" || r.Packets < o.Packets || len(r.MppsRuns) != 2 {
+			t.Errorf("row %+v", r)
+		}
+	}
+}
+
+func TestEmbeddedCaptureMatchesTestdata(t *testing.T) {
+	want, err := os.ReadFile("../../testdata/captures/bench-64.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(benchCapture, want) {
+		t.Fatal("internal/bench/bench-64.pcap differs from testdata/captures/bench-64.pcap: copy it again after regenerating")
 	}
 }
 

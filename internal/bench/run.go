@@ -18,7 +18,7 @@ import (
 
 // Options configures a bench run.
 type Options struct {
-	Capture string // the capture replayed by every row (64-byte packets for the targets)
+	Capture string // the capture replayed by every row (64-byte packets for the targets); "" for the embedded bench-64.pcap
 	Packets uint64 // packets per measurement (rounded up to whole passes over the capture)
 	Repeats int    // measurements per row; the median is reported
 	CPU     int    // the core every in-process row runs on; -1: do not pin
@@ -34,7 +34,7 @@ type Options struct {
 func DefaultOptions() Options {
 	cpu := runtime.NumCPU() - 1
 	return Options{
-		Capture: "testdata/captures/bench-64.pcap",
+		Capture: "", // the embedded copy of testdata/captures/bench-64.pcap
 		Packets: 20_000_000, Repeats: 3, CPU: cpu,
 		Testpmd: true, TestpmdSeconds: 5, TestpmdCPUs: [2]int{0, cpu},
 	}
@@ -49,6 +49,10 @@ type Row struct {
 	Packets     uint64  `json:"packets"`
 	Allocs      uint64  `json:"allocs_per_run,omitempty"`
 	Err         string  `json:"error,omitempty"`
+	// MppsRuns is every repeat's rate, in measurement order, for the rows
+	// measured in-process (Mpps is their median); the chart draws their
+	// range as error bars.
+	MppsRuns []float64 `json:"mpps_runs,omitempty"`
 }
 
 // Target is one goal from the project's issue, checked against rows of the
@@ -91,6 +95,16 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	res := Result{Capture: o.Capture, CPU: o.CPU, GoVersion: runtime.Version(), When: time.Now().UTC()}
 	if o.Repeats < 1 {
 		return res, fmt.Errorf("repeats %d: must be at least 1", o.Repeats)
+	}
+	if o.Capture == "" {
+		// The baselines and testpmd read a file: write the embedded
+		// capture to one, so that the bench runs from any directory.
+		path, cleanup, err := embeddedCapture()
+		if err != nil {
+			return res, err
+		}
+		defer cleanup()
+		o.Capture, res.Capture = path, EmbeddedCaptureName
 	}
 	probe, err := pipelines.Load("bench", []byte(parseOnlyPipeline))
 	if err != nil {
@@ -137,8 +151,12 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	for i, m := range inproc {
 		row := Row{Name: m.name, Baseline: isBaseline(m.name), Err: errs[i]}
 		if row.Err == "" {
+			var runs []float64
+			for _, r := range samples[i] {
+				runs = append(runs, r.Mpps)
+			}
 			row = median(samples[i])
-			row.Name, row.Baseline = m.name, isBaseline(m.name)
+			row.Name, row.Baseline, row.MppsRuns = m.name, isBaseline(m.name), runs
 		}
 		res.Rows = append(res.Rows, row)
 	}

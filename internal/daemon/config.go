@@ -56,6 +56,12 @@ type Config struct {
 	StatsInterval Duration `yaml:"stats_interval"`
 	// Log configures log/slog.
 	Log LogConfig `yaml:"log"`
+	// TXCopy makes the transmit ports on other interfaces copy each
+	// packet into a UMEM of their own instead of sharing the receiving
+	// queue's UMEM (for drivers that misbehave with a shared UMEM; without
+	// it they copy only where the kernel refuses to share). Copies are
+	// counted (tx_copied) and logged.
+	TXCopy bool `yaml:"tx_copy"`
 	// TrackFrames is the accounting (debug) mode: every frame's owner is
 	// recorded at each hand-off (engine, fill ring and kernel, TX ring and
 	// kernel), and a frame found in two places stops the queue with an
@@ -92,6 +98,10 @@ type UMEMConfig struct {
 	Frames    int `yaml:"frames"`
 	FrameSize int `yaml:"frame_size"`
 	Headroom  int `yaml:"headroom"`
+	// Shared maps one UMEM per receiving interface, shared by all its
+	// queues' sockets (XDP_SHARED_UMEM) and split into one arena per
+	// queue, instead of one UMEM per queue.
+	Shared bool `yaml:"shared"`
 }
 
 // RingsConfig sizes one socket's rings.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +33,7 @@ type Daemon struct {
 	// ifaces are every interface the daemon uses, receiving or not.
 	ifaces []string
 	queues []*queue
+	shared []*afxdp.SharedUMEM // closed after the queues
 
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
@@ -72,7 +74,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	if err := xdp.Probe(); err != nil {
-		return nil, explain("this kernel", err)
+		return nil, explain("AF_XDP", err)
 	}
 	for _, in := range cfg.Interfaces {
 		d.ifaces = append(d.ifaces, in.Name)
@@ -109,8 +111,16 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, qi := range queues {
-			qq, err := d.openQueue(in.Name, qi, bind, outputs, portIface, inPort)
+		var shared *afxdp.SharedUMEM
+		if cfg.UMEM.Shared {
+			shared, err = afxdp.NewSharedUMEM(xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom}, len(queues))
+			if err != nil {
+				return nil, explain("interface "+in.Name, err)
+			}
+			d.shared = append(d.shared, shared)
+		}
+		for part, qi := range queues {
+			qq, err := d.openQueue(in.Name, qi, bind, outputs, portIface, inPort, shared, part)
 			if err != nil {
 				return nil, err
 			}
@@ -119,6 +129,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			}
 			d.log.Info("queue up", "interface", in.Name, "queue", qi,
 				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
+				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
 				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu)
 			inPort++
 		}
@@ -159,7 +170,7 @@ func (d *Daemon) portInterfaces() (map[string]string, error) {
 	return m, nil
 }
 
-func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []string, portIface map[string]string, inPort uint16) (*queue, error) {
+func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []string, portIface map[string]string, inPort uint16, shared *afxdp.SharedUMEM, part int) (*queue, error) {
 	cfg := d.cfg
 	so := xdp.DefaultSocketOptions(iface, qi)
 	so.RXSize, so.TXSize = cfg.Rings.RX, cfg.Rings.TX
@@ -167,8 +178,9 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	so.Bind = bind
 	so.BusyPoll = xdp.BusyPollOptions{Prefer: cfg.BusyPoll.Prefer, Usec: cfg.BusyPoll.Usec, Budget: cfg.BusyPoll.Budget}
 	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
-		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so,
-		UMEM: xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
+		Interface: iface, Queue: qi, Outputs: outputs, InPort: inPort, Socket: so, Shared: shared, Part: part,
+		ForceTXCopy: cfg.TXCopy,
+		UMEM:        xdp.UMEMOptions{Frames: cfg.UMEM.Frames, FrameSize: cfg.UMEM.FrameSize, Headroom: cfg.UMEM.Headroom},
 	})
 	if err != nil {
 		return nil, explain(fmt.Sprintf("open %s queue %d", iface, qi), err)
@@ -180,7 +192,10 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	}
 	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
 	for port, out := range portIface {
-		outs.Ports[port] = q.TX(out)
+		outs.Ports[port] = q.Output(out)
+	}
+	for out, c := range q.Copies() {
+		d.log.Warn("output copies packets", "interface", out, "queue", qi, "reason", c.Reason())
 	}
 	if cfg.Pass == "drop" {
 		outs.Pass = refusePass{}
@@ -369,6 +384,11 @@ func (d *Daemon) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		for _, sh := range d.shared {
+			if err := sh.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		names := make([]string, 0, len(d.progs))
 		for n := range d.progs {
 			names = append(names, n)
@@ -405,6 +425,8 @@ func uniqueValues(m map[string]string) []string {
 // can fix, how.
 func explain(what string, err error) error {
 	switch {
+	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && strings.Contains(err.Error(), "CAP_NET_ADMIN"):
+		return fmt.Errorf("%s: %w", what, err) // xdp already named the capabilities
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 		return fmt.Errorf("%s: %w: warpflowd needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (run it as root or through the systemd unit in cmd/warpflowd)", what, err)
 	case errors.Is(err, syscall.EBUSY):

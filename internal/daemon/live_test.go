@@ -82,13 +82,17 @@ func daemonBinary(t *testing.T) string {
 
 // newLab builds a lab with a prefix unique to this run and removes it at
 // the end.
-func newLab(t *testing.T) *lab.Topology {
+func newLab(t *testing.T) *lab.Topology { return newLabQueues(t, 1) }
+
+// newLabQueues is newLab with queues rx and tx queues on every veth.
+func newLabQueues(t *testing.T, queues int) *lab.Topology {
 	t.Helper()
 	var b [3]byte
 	rand.Read(b[:])
 	prefix := "d" + hex.EncodeToString(b[:])
 	o := lab.DefaultOptions()
 	o.Prefix = prefix
+	o.Queues = queues
 	topo, err := lab.Up(o)
 	if err != nil {
 		t.Fatalf("lab up: %v", err)
@@ -253,7 +257,6 @@ interfaces:
   - {name: dp0, attach: native, bind: auto}
   - {name: dp1, receive: false, bind: auto}
 ports: {out0: dp1}
-umem: {frames: 4096, frame_size: 4096}
 workers_per_queue: 0
 stats_interval: 0s
 %s`, abs, extra)
@@ -442,6 +445,14 @@ func xdpAttached(t *testing.T, ns, iface string) bool {
 // the daemon's counters must match the replay's and balance, and its frame
 // accounting must sum to the frame count with every frame home.
 func TestLiveForwardMatchesReplay(t *testing.T) {
+	t.Run("shared umem", func(t *testing.T) { testForward(t, false) })
+	// The fallback for kernels that refuse to share a UMEM across
+	// devices, forced: dp1 copies each packet into a UMEM of its own, and
+	// counts it.
+	t.Run("copying output", func(t *testing.T) { testForward(t, true) })
+}
+
+func testForward(t *testing.T, txCopy bool) {
 	requireLive(t, "tcpreplay", "tcpdump")
 	const pipeline = "../../testdata/live/lab-forward.yaml"
 	const capture = "../../testdata/captures/mixed.pcap"
@@ -452,13 +463,19 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, "track_frames: true\n"), "--stats-interval", "50ms")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, fmt.Sprintf("track_frames: true\ntx_copy: %v\n", txCopy)), "--stats-interval", "50ms")
 	up := d.waitFor(t, "queue up", 10*time.Second)
 	if up["attach"] != "native" || up["bind"] != "copy" {
 		t.Errorf("veth granted attach=%v bind=%v, want native and copy (veth has no zero-copy)", up["attach"], up["bind"])
 	}
 	d.waitFor(t, "running", 5*time.Second)
 
+	// Before any packet every frame is on the free stack or the fill ring,
+	// and the account says so.
+	idle := d.waitFor(t, "stats", 5*time.Second)
+	if num(idle, "frames", "total") != 4096 || num(idle, "frames", "free")+num(idle, "frames", "fill") != 4096 {
+		t.Errorf("frame accounting before traffic: %v", idle["frames"])
+	}
 	sent := tcpreplay(t, topo, capture, 20000)
 	if sent != int(want.Received) {
 		t.Fatalf("tcpreplay sent %d packets, the capture has %d", sent, want.Received)
@@ -486,6 +503,12 @@ func TestLiveForwardMatchesReplay(t *testing.T) {
 		if n := num(st, "drops", dc.Reason); n != dc.Packets {
 			t.Errorf("drops[%s] = %d, replay counted %d", dc.Reason, n, dc.Packets)
 		}
+	}
+	if c := num(st, "tx_copied"); (txCopy && c != want.Transmitted) || (!txCopy && c != 0) {
+		t.Errorf("tx_copied %d with tx_copy %v (transmitted %d)", c, txCopy, want.Transmitted)
+	}
+	if txCopy && d.find("output copies packets") == nil {
+		t.Error("no log line says that dp1 copies packets")
 	}
 	if b, ok := st["balanced"].(bool); !ok || !b {
 		t.Errorf("daemon reports balanced=%v", st["balanced"])
@@ -522,6 +545,76 @@ func waitReceived(t *testing.T, d *daemonProc, want uint64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("warpflowd's stats did not reach %d received packets within 5s:\n%s", want, d.log())
+}
+
+// TestLiveMultiQueue: with two receive queues the daemon opens one socket,
+// UMEM and engine per queue (each transmitting on the same queue of dp1),
+// and the sink still gets exactly the replay's frames (as a multiset: the
+// two queues' orders interleave), with the counters summed over queues.
+func TestLiveMultiQueue(t *testing.T) {
+	t.Run("umem per queue", func(t *testing.T) { testMultiQueue(t, "") })
+	t.Run("shared umem", func(t *testing.T) { testMultiQueue(t, "umem: {frames: 4096, frame_size: 4096, shared: true}\n") })
+}
+
+func testMultiQueue(t *testing.T, extra string) {
+	requireLive(t, "tcpreplay", "tcpdump")
+	const pipeline = "../../testdata/live/lab-forward.yaml"
+	const capture = "../../testdata/captures/mixed.pcap"
+	want, wantFrames := replayOracle(t, pipeline, capture)
+	topo := newLabQueues(t, 2)
+	sink := startSinkCapture(t, topo)
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, extra+"track_frames: true\n"), "--stats-interval", "50ms", "--log-level", "debug")
+	d.waitFor(t, "running", 10*time.Second)
+	ups := d.all("queue up")
+	if len(ups) != 2 || num(ups[0], "queue") != 0 || num(ups[1], "queue") != 1 {
+		t.Fatalf("queue up lines %v, want queues 0 and 1 of dp0", ups)
+	}
+	wantUMEM := "own"
+	if strings.Contains(extra, "shared: true") {
+		wantUMEM = "shared"
+	}
+	for _, up := range ups {
+		if up["umem"] != wantUMEM {
+			t.Errorf("queue %v: umem %v, want %s", up["queue"], up["umem"], wantUMEM)
+		}
+	}
+	sent := tcpreplay(t, topo, capture, 20000)
+	waitReceived(t, d, uint64(sent))
+	time.Sleep(100 * time.Millisecond)
+	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Fatalf("warpflowd exited %d after SIGTERM", code)
+	}
+	got := sink.stop(t)
+	st := d.find("final stats")
+	if st == nil {
+		t.Fatal("no final stats line")
+	}
+	if num(st, "received") != want.Received || num(st, "transmitted") != want.Transmitted || num(st, "dropped") != want.Dropped {
+		t.Errorf("totals %v; replay received %d, transmitted %d, dropped %d", st, want.Received, want.Transmitted, want.Dropped)
+	}
+	if num(st, "frames", "total") != 2*4096 {
+		t.Errorf("frame total %d, want two queues of 4096", num(st, "frames", "total"))
+	}
+	// The 88 flows of the capture spread over both queues.
+	var perQueue []uint64
+	for _, q := range d.all("final stats (queue)") {
+		perQueue = append(perQueue, num(q, "stats", "received"))
+	}
+	if len(perQueue) != 2 || perQueue[0] == 0 || perQueue[1] == 0 || perQueue[0]+perQueue[1] != want.Received {
+		t.Errorf("received per queue %v, want both non-zero, summing to %d", perQueue, want.Received)
+	}
+	count := map[string]int{}
+	for _, f := range wantFrames {
+		count[string(f)]++
+	}
+	for _, f := range got {
+		count[string(f)]--
+	}
+	for f, n := range count {
+		if n != 0 {
+			t.Fatalf("frame %x: sink has %d more than the replay (sink %d frames, replay %d)", f, -n, len(got), len(wantFrames))
+		}
+	}
 }
 
 // TestLiveKillLeavesNothingAttached: the XDP program is attached through a
@@ -621,3 +714,51 @@ func TestLiveInterfaceDeletion(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestSetupErrors: each setup failure is one line naming the cause and the
+// fix, with exit 1 (2 for a bad pipeline or config), and nothing attached.
+func TestSetupErrors(t *testing.T) {
+	requireLive(t, "setpriv")
+	bin := daemonBinary(t)
+	pipeline := "../../testdata/live/lab-forward.yaml"
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: x\nstages: [{name: a, type: nope}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  *exec.Cmd
+		code int
+		want []string
+	}{
+		{"missing interface", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch0", "--port", "out0=nosuch0"),
+			1, []string{"nosuch0", "not found", "ip link"}},
+		{"no permission", exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			bin, "--pipeline", pipeline, "--iface", "nosuch1", "--port", "out0=nosuch1"),
+			1, []string{"CAP_NET_ADMIN", "CAP_BPF", "operation not permitted"}},
+		{"bad pipeline", exec.Command(bin, "--pipeline", bad, "--iface", "nosuch1"), 2, []string{"bad.yaml:2:", `unknown stage type "nope"`}},
+		{"pass on AF_XDP", exec.Command(bin, "--pipeline", "../../pipelines/default.yaml", "--iface", "nosuch1"), 1, []string{"to-kernel", "pass: drop"}},
+		{"bad flag value", exec.Command(bin, "--pipeline", pipeline, "--iface", "nosuch1", "--attach", "fast"), 2, []string{`attach "fast"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// No case may get as far as attaching (they name no real
+			// interface); the timer ends one that would run regardless.
+			timer := time.AfterFunc(10*time.Second, func() { tc.cmd.Process.Kill() })
+			defer timer.Stop()
+			out, err := tc.cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
+				t.Fatalf("err %v, want exit %d; output:\n%s", err, tc.code, out)
+			}
+			msg := strings.TrimSpace(string(out))
+			if strings.Contains(msg, "\n") {
+				t.Errorf("more than one line:\n%s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("output lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}

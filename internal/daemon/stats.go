@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"log/slog"
+
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
 	"github.com/warpflow/warpflow/xdp"
@@ -31,6 +33,9 @@ type Counts struct {
 	// socket on the frame's queue.
 	Redirected uint64 `json:"xdp_redirected"`
 	NoSocket   uint64 `json:"xdp_no_socket"`
+	// TXCopied counts packets an output copied into a UMEM of its own
+	// because it could not share the receiving queue's (afxdp.CopyPort).
+	TXCopied uint64 `json:"tx_copied"`
 	// Kernel counts frames the kernel dropped before the engine saw them
 	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
 	// descriptors), by reason.
@@ -41,6 +46,26 @@ type Counts struct {
 type Frames struct {
 	dataplane.FrameAccount
 	Total int `json:"total"`
+}
+
+// LogValue logs a frame account as a group of its places (text logs would
+// print the nested struct otherwise); zero places are left out.
+func (f Frames) LogValue() slog.Value {
+	a := f.FrameAccount
+	attrs := []slog.Attr{slog.Int("total", f.Total)}
+	for _, p := range []struct {
+		name string
+		n    int
+	}{
+		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
+		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
+		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
+	} {
+		if p.n != 0 {
+			attrs = append(attrs, slog.Int(p.name, p.n))
+		}
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // QueueStats is one queue's view.
@@ -72,6 +97,7 @@ func (d *Daemon) Stats() Stats {
 		for k, v := range qs.Drops {
 			t.Drops[k] += v
 		}
+		t.TXCopied += qs.TXCopied
 		t.Redirected += qs.Redirected
 		t.NoSocket += qs.NoSocket
 		for k, v := range qs.Kernel {
@@ -109,6 +135,9 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 			qs.Program = c
 			qs.Redirected, qs.NoSocket = c.Redirected, c.NoSocket
 		}
+	}
+	for _, c := range qq.q.Copies() {
+		qs.TXCopied += c.Copied()
 	}
 	for _, p := range qq.q.Ports() {
 		qs.Ports[p.Name()] = p.Counters()
@@ -153,7 +182,7 @@ func (d *Daemon) logStats(msg string) {
 	d.log.Info(msg,
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"balanced", t.Balanced, "drops", t.Drops, "kernel_drops", t.Kernel,
-		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket,
+		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "tx_copied", t.TXCopied,
 		"frames", t.Frames, "link_losses", s.LinkLosses)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)

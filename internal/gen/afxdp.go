@@ -33,6 +33,7 @@ type afxdpSender struct {
 	descs    []rings.Desc
 	comp     []uint64
 	prefix   []uint64 // prefix[i]: bytes of slots [0, i)
+	budget   bool     // the TX budget was raised to the ring size
 }
 
 func newAFXDP(o Options, frames [][]byte) (*afxdpSender, error) {
@@ -76,6 +77,9 @@ func newAFXDP(o Options, frames [][]byte) (*afxdpSender, error) {
 		return nil, fmt.Errorf("gen afxdp: %w", err)
 	}
 	a.sock = s
+	// One sendto per TX ring rather than per 32 frames where the kernel
+	// allows it (6.17+); where it does not, the default stands.
+	a.budget = xdp.SetTXBudget(s, afxdpTXRing) == nil
 	return a, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -64,14 +66,18 @@ type Options struct {
 	SrcIP, DstIP     netip.Addr
 	SrcPort, DstPort uint16
 
+	// Batch is the live engine's kernel batch (BPF_PROG_RUN batch_size:
+	// frames per page-pool refill and transmit flush), 1 to 256; 0 for the
+	// kernel's 64.
+	Batch int
+
 	Rate     float64       // frames per second; 0 sends as fast as the engine can
 	Count    uint64        // stop after this many frames (required: > 0)
 	Duration time.Duration // and after this long (required: > 0)
 
-	// Burst, with Rate, is the most frames sent back to back: for the
-	// afxdp engine the frames one TX ring batch takes (0: about 5 ms
-	// worth), for the live engine how far the program may catch up after a
-	// gap between calls (0: 64). Smaller bursts pace more smoothly.
+	// Burst, with Rate, is the most frames one send call takes (0: about
+	// 1 ms worth). Smaller bursts pace more smoothly: the receiver sees at
+	// most Burst frames back to back.
 	Burst int
 
 	// Progress, when set, is called about once a second from the sending
@@ -170,19 +176,19 @@ type Result struct {
 	Submitted   uint64 `json:"submitted,omitempty"`
 	Unconfirmed uint64 `json:"unconfirmed,omitempty"`
 	TXInvalid   uint64 `json:"tx_invalid,omitempty"`
+	// AF_XDP: frames one copy-mode sendto may send (XDP_MAX_TX_SKB_BUDGET,
+	// raised to the TX ring size where the kernel has it; 0: the kernel's
+	// default of 32).
+	TXBudget int `json:"tx_budget,omitempty"`
 
 	// The interface's own counters over the run (netlink link statistics):
 	// on a veth, frames that XDP_TX or AF_XDP hand over and the peer cannot
 	// take show as TXDropped here.
 	IfaceTXPackets uint64 `json:"iface_tx_packets"`
 	IfaceTXDropped uint64 `json:"iface_tx_dropped"`
-}
 
-// programPaced reports whether the live program paces the run itself: a
-// synthetic run (one frame, repeated); a capture's frames go one call each
-// and are paced by the loop.
-func programPaced(o Options) bool {
-	return o.Rate > 0 && o.Engine == EngineLive && o.Capture == ""
+	// Warnings name frames the interface's counters say did not go out.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // sender is one engine. Both counts are cumulative.
@@ -215,6 +221,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var res Result
 	do := func(fn func() error) error { return fn() }
 	if o.Netns != "" {
+		if _, err := os.Stat(filepath.Join(lab.NamespaceDir, o.Netns)); err != nil {
+			return Result{}, fmt.Errorf("network namespace %s not found (is the lab up? warpctl lab up): %w", o.Netns, err)
+		}
 		do = func(fn func() error) error { return lab.Do(o.Netns, fn) }
 	}
 	err = do(func() error {
@@ -248,6 +257,9 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 		return res, fmt.Errorf("gen: interface %s not found in namespace %q: %w", o.Interface, o.Netns, err)
 	}
 	res.Ifindex = link.Attrs().Index
+	if q := link.Attrs().NumRxQueues; q > 0 && o.Queue >= q {
+		return res, fmt.Errorf("gen: queue %d out of range: %s has %d queue(s)", o.Queue, o.Interface, q)
+	}
 	before := link.Attrs().Statistics
 
 	var s sender
@@ -258,6 +270,9 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 			return res, err
 		}
 		res.Mode = "xdp live frames"
+		if err := l.g.Pinned(); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%v: every kernel call costs two RCU grace periods, so rates and pacing suffer", err))
+		}
 		s = l
 	case EngineAFXDP:
 		a, err := newAFXDP(o, frames)
@@ -271,23 +286,13 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 	defer s.close()
 
 	// Chunks: as fast as possible, big ones (one syscall sends many frames
-	// in live mode); paced, about 5 ms worth each.
-	//
-	// Live: every BPF_PROG_RUN call costs milliseconds of setup here
-	// (about 20 ms, against ~0.1 µs a frame), so calls are a million runs
-	// long, and a paced run is paced by the program itself (it checks the
-	// clock each run and sends evenly spaced frames: no sleeps, no small
-	// calls); the loop below then runs as if unpaced.
-	chunk := 1 << 20
-	paced := o.Rate > 0 && !programPaced(o)
-	if programPaced(o) {
-		chunk = 1 << 21 // most runs send nothing: longer calls, fewer gaps
-	}
+	// in live mode); paced, about 1 ms worth each.
+	chunk := 1 << 16
 	if o.Engine == EngineAFXDP {
 		chunk = 1 << 11
 	}
-	if paced {
-		chunk = max(1, min(chunk, int(o.Rate/200)))
+	if o.Rate > 0 {
+		chunk = max(1, min(chunk, int(o.Rate/1000)))
 		if o.Burst > 0 {
 			chunk = min(o.Burst, chunk)
 		}
@@ -325,7 +330,7 @@ loop:
 			lastT, lastN = now, n
 		}
 		n := chunk
-		if paced {
+		if o.Rate > 0 {
 			due := int64(o.Rate*el.Seconds()) + 1 - int64(s.submitted())
 			if due <= 0 {
 				wait := time.Duration(float64(-due+1) / o.Rate * float64(time.Second))
@@ -362,18 +367,49 @@ loop:
 	case *afxdpSender:
 		res.Submitted = v.sub
 		res.Unconfirmed = v.sub - v.done
+		if v.budget {
+			res.TXBudget = afxdpTXRing
+		}
 		if st, err := v.sock.Stats(); err == nil {
 			res.TXInvalid = st.TXInvalidDescs
 		}
 	}
-	if l, err := netlink.LinkByName(o.Interface); err == nil && before != nil && l.Attrs().Statistics != nil {
+	l, err := netlink.LinkByIndex(res.Ifindex)
+	switch {
+	case err != nil || l.Attrs().Name != o.Interface:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is gone: its counters could not be read after the run", o.Interface))
+	case before != nil && l.Attrs().Statistics != nil:
 		a := l.Attrs().Statistics
 		res.IfaceTXPackets = a.TxPackets - before.TxPackets
 		res.IfaceTXDropped = a.TxDropped - before.TxDropped
+		res.Warnings = append(res.Warnings, warnings(res)...)
 	}
 	if runErr != nil {
 		res.Stopped = "error"
 		return res, runErr
 	}
 	return res, derr
+}
+
+// warnings compares what the engine handed over with the interface's own
+// counters. On a veth the live engine's frames that the peer cannot take
+// (no XDP program, no GRO) are freed without touching any counter: that
+// shows as tx_packets + tx_dropped short of Sent.
+func warnings(r Result) []string {
+	var w []string
+	if r.Sent == 0 {
+		return nil
+	}
+	if r.Engine == EngineLive.String() && r.IfaceTXPackets+r.IfaceTXDropped < r.Sent {
+		w = append(w, fmt.Sprintf("%s counted %d of %d frames as transmitted or dropped: the rest vanished (on a veth the peer needs an XDP program or GRO to receive XDP_TX frames: warpctl lab xdp-pass, or run the dataplane)",
+			r.Interface, r.IfaceTXPackets+r.IfaceTXDropped, r.Sent))
+	}
+	if r.Rate > 0 && r.Stopped == "duration" && r.PPS < 0.95*r.Rate {
+		w = append(w, fmt.Sprintf("achieved %.0f frames/s of the %.0f asked: the %s engine cannot go faster here", r.PPS, r.Rate, r.Engine))
+	}
+	if r.IfaceTXDropped > 0 {
+		w = append(w, fmt.Sprintf("%s dropped %d of %d frames on transmit (on a veth: the peer's ring was full; its receiver is slower than the offered rate)",
+			r.Interface, r.IfaceTXDropped, r.Sent))
+	}
+	return w
 }

@@ -27,11 +27,7 @@ func newLive(o Options, ifindex int, frames [][]byte) (*live, error) {
 	if o.Capture != "" {
 		flows = 1
 	}
-	lo := xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort}
-	if programPaced(o) {
-		lo.Rate, lo.Burst = o.Rate, o.Burst
-	}
-	g, err := xdp.NewLiveGen(lo)
+	g, err := xdp.NewLiveGen(xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort, BatchSize: o.Batch})
 	if err != nil {
 		return nil, err
 	}

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // RequireRoot skips a privileged test when not root, and fails it instead
@@ -212,8 +214,31 @@ func TestUpStatusDown(t *testing.T) {
 		}
 	}
 
+	// Start runs a tool inside a namespace.
+	var out strings.Builder
+	cmd := exec.Command("cat", "/proc/net/dev")
+	cmd.Stdout = &out
+	if err := Start(topo.Sink.Namespace, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
+		t.Errorf("cat /proc/net/dev in %s: %v\n%s", topo.Sink.Namespace, err, out.String())
+	}
+
+	// A namespace that shares the prefix but is not the lab's survives.
+	other := o.Prefix + "-other"
+	hs, err := createNamespaces([]string{other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs[0].Close()
+	t.Cleanup(func() { netns.DeleteNamed(other) })
+
 	if err := Down(o.Prefix); err != nil {
 		t.Fatalf("Down: %v", err)
+	}
+	if !namespaceExists(other) {
+		t.Errorf("Down removed %s, which is not the lab's", other)
 	}
 	for _, n := range Namespaces(o.Prefix) {
 		if namespaceExists(n) {
@@ -237,10 +262,16 @@ func TestThreadedNAPI(t *testing.T) {
 	o := DefaultOptions()
 	o.Prefix = testPrefix(t)
 	o.NAPI = NAPIThreaded
+	o.Queues = 2
 	topo := up(t, o)
 	st, err := Status(o.Prefix)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, name := range []string{GenIface, DP0Iface, DP1Iface, SinkIface} {
+		if l, _ := st.Link(name); l.Queues != 2 {
+			t.Errorf("%s: %d queues, want 2", name, l.Queues)
+		}
 	}
 	for name, want := range map[string]string{GenIface: "0", DP0Iface: "1", DP1Iface: "1", SinkIface: "0"} {
 		if l, _ := st.Link(name); l.Threaded != want {
@@ -248,7 +279,7 @@ func TestThreadedNAPI(t *testing.T) {
 		}
 	}
 	f, err := Find(o.Prefix)
-	if err != nil || f.NAPI != "threaded" || f.DP0.Ifindex != topo.DP0.Ifindex {
+	if err != nil || f.NAPI != "threaded" || f.Queues != 2 || f.DP0.Ifindex != topo.DP0.Ifindex {
 		t.Errorf("Find: %+v, %v", f, err)
 	}
 	// Attaching XDP to dp0 creates its NAPI, which must come up threaded.

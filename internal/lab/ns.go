@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 
@@ -99,4 +100,12 @@ func createNamespaces(names []string) (handles []netns.NsHandle, err error) {
 		return nil, err
 	}
 	return handles, nil
+}
+
+// Start starts cmd inside the named network namespace (the child inherits
+// the namespace of the thread that forks it); wait for it as usual. This is
+// how tests run external tools (tcpreplay, tcpdump, warpflowd) in the lab
+// without ip-netns(8), which would also hide bpffs from them.
+func Start(name string, cmd *exec.Cmd) error {
+	return Do(name, cmd.Start)
 }

@@ -10,26 +10,35 @@ import (
 	"github.com/vishvananda/netlink/nl"
 )
 
-// PassProgramName is the name the kernel shows (bpftool prog, Status) for the
-// XDP_PASS program that Up attaches to the dataplane's peers.
-const PassProgramName = "wf_lab_pass"
+// Names the kernel shows (bpftool prog, Status) for the lab's trivial XDP
+// programs: the XDP_PASS one Up attaches to the dataplane's peers, and an
+// XDP_DROP one for measuring a generator alone.
+const (
+	PassProgramName = "wf_lab_pass"
+	DropProgramName = "wf_lab_drop"
+)
 
 // ErrXDPBusy: the interface already has an XDP program.
 var ErrXDPBusy = errors.New("interface already has an xdp program")
 
-// loadPass loads a two-instruction XDP program that returns XDP_PASS.
-func loadPass() (*ebpf.Program, error) {
+// loadTrivial loads a two-instruction XDP program that returns XDP_PASS,
+// or XDP_DROP.
+func loadTrivial(drop bool) (*ebpf.Program, error) {
+	name, action := PassProgramName, int32(2) // XDP_PASS
+	if drop {
+		name, action = DropProgramName, 1 // XDP_DROP
+	}
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    PassProgramName,
+		Name:    name,
 		Type:    ebpf.XDP,
 		License: "GPL",
 		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R0, 2), // XDP_PASS
+			asm.Mov.Imm(asm.R0, action),
 			asm.Return(),
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load xdp pass program: %w", err)
+		return nil, fmt.Errorf("load xdp program %s: %w", name, err)
 	}
 	return p, nil
 }
@@ -40,8 +49,14 @@ func loadPass() (*ebpf.Program, error) {
 // interface that already has a program is refused with ErrXDPBusy. On a veth
 // this gives the interface a NAPI instance, so frames its peer transmits by
 // XDP_TX, redirect or AF_XDP arrive instead of vanishing.
-func AttachPass(ns, iface string) error {
-	p, err := loadPass()
+func AttachPass(ns, iface string) error { return attachTrivial(ns, iface, false) }
+
+// AttachDrop is AttachPass with a program that drops every frame: the
+// cheapest receiver, for measuring what a generator offers.
+func AttachDrop(ns, iface string) error { return attachTrivial(ns, iface, true) }
+
+func attachTrivial(ns, iface string, drop bool) error {
+	p, err := loadTrivial(drop)
 	if err != nil {
 		return err
 	}
@@ -49,14 +64,14 @@ func AttachPass(ns, iface string) error {
 	return Do(ns, func() error {
 		l, err := netlink.LinkByName(iface)
 		if err != nil {
-			return fmt.Errorf("attach xdp pass: %s in %s: %w", iface, ns, err)
+			return fmt.Errorf("attach xdp: %s in %s: %w", iface, ns, err)
 		}
 		if x := l.Attrs().Xdp; x != nil && x.Attached {
-			return fmt.Errorf("attach xdp pass: %s in %s: %w (program id %d)", iface, ns, ErrXDPBusy, x.ProgId)
+			return fmt.Errorf("attach xdp: %s in %s: %w (program id %d)", iface, ns, ErrXDPBusy, x.ProgId)
 		}
 		err = netlink.LinkSetXdpFdWithFlags(l, p.FD(), nl.XDP_FLAGS_DRV_MODE|nl.XDP_FLAGS_UPDATE_IF_NOEXIST)
 		if err != nil {
-			return fmt.Errorf("attach xdp pass: %s in %s: %w", iface, ns, err)
+			return fmt.Errorf("attach xdp: %s in %s: %w", iface, ns, err)
 		}
 		return nil
 	})

@@ -65,6 +65,16 @@ func generate() (map[string][]byte, error) {
 	if err := add(buildMalformed(), true); err != nil {
 		return nil, err
 	}
+	if err := add(buildEncap(), true); err != nil {
+		return nil, err
+	}
+	real, err := buildRealworld()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range real {
+		files[k] = v
+	}
 	for _, tcp := range []bool{false, true} {
 		if err := add(buildBench(tcp), false); err != nil {
 			return nil, err

@@ -1,0 +1,129 @@
+package afxdp
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/xdp"
+)
+
+// CopyPort transmits on an interface whose socket could not share the
+// queue's UMEM (a kernel before 5.10, or a driver that refuses a UMEM bound
+// on another device): it has a UMEM and an arena of its own, and copies
+// each packet's bytes into one of its frames before putting it on its TX
+// ring. That is a copy of packet bytes, so it is never silent: OpenQueue
+// logs why it fell back (Queue.TXCopyReason) and Copied counts every
+// packet copied.
+//
+// It only borrows the engine's frames (it is done with their bytes when
+// Transmit returns, so it is no dataplane.Completer); its own frames come
+// back from its completion ring to its own free stack.
+type CopyPort struct {
+	inner  *Port // over the port's own UMEM and arena
+	arena  *rings.Arena
+	umem   *xdp.UMEM
+	copies []rings.Desc
+	done   []rings.Desc
+	reason string
+	copied atomic.Uint64
+}
+
+// newCopyPort maps a UMEM like o's for a transmit socket on iface.
+func newCopyPort(name string, uo xdp.UMEMOptions, so xdp.SocketOptions, reason string) (c *CopyPort, err error) {
+	c = &CopyPort{reason: reason}
+	c.umem, err = xdp.NewUMEM(uo)
+	if err != nil {
+		return nil, fmt.Errorf("umem of the copying port %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			c.umem.Close()
+		}
+	}()
+	c.arena, err = rings.NewArenaOn(c.umem.Mem(), rings.ArenaOptions{Frames: uo.Frames, FrameSize: uo.FrameSize, Headroom: 256 + uo.Headroom})
+	if err != nil {
+		return nil, err
+	}
+	so.SharedWith = nil
+	s, err := xdp.NewSocket(c.umem, so)
+	if err != nil {
+		return nil, err
+	}
+	c.inner, err = NewPort(name, s, c.arena, false, 0)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	c.copies = make([]rings.Desc, 0, so.TXSize)
+	c.done = make([]rings.Desc, 0, so.CompletionSize)
+	return c, nil
+}
+
+// Name returns the port's name.
+func (c *CopyPort) Name() string { return c.inner.Name() }
+
+// Receive: a copying port only transmits.
+func (c *CopyPort) Receive(*rings.Batch) (int, error) { return 0, dataplane.ErrNotReceiver }
+
+// Transmit copies as many of descs as it has free frames for (after taking
+// back its completed ones) into its own UMEM and sends them; the engine
+// counts the rest as tx_full.
+func (c *CopyPort) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
+	if c.inner.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	c.reclaim()
+	n := min(len(descs), c.arena.FreeFrames(), cap(c.copies))
+	c.copies = c.copies[:0]
+	for _, d := range descs[:n] {
+		addr, _ := c.arena.Alloc()
+		src := a.Bytes(d)
+		copy(c.arena.Frame(addr)[addr&c.inner.frameMask:], src)
+		c.copies = append(c.copies, rings.Desc{Addr: addr, Len: d.Len, Options: d.Options})
+	}
+	sent, err := c.inner.Transmit(c.arena, c.copies)
+	for _, d := range c.copies[sent:] {
+		c.arena.Free(d.Addr)
+	}
+	c.copied.Add(uint64(sent))
+	return sent, err
+}
+
+// reclaim returns completed frames to the port's own free stack.
+func (c *CopyPort) reclaim() {
+	for c.inner.Outstanding() > 0 {
+		c.done = c.inner.Complete(c.done[:0])
+		if len(c.done) == 0 {
+			return
+		}
+		for _, d := range c.done {
+			c.arena.Free(d.Addr)
+		}
+	}
+}
+
+// Recycle: the engine recycles frames only to the port they came from,
+// and a copying port hands out none.
+func (c *CopyPort) Recycle([]rings.Desc) {}
+
+// Copied is how many packets the port copied and sent.
+func (c *CopyPort) Copied() uint64 { return c.copied.Load() }
+
+// Reason says why the port copies.
+func (c *CopyPort) Reason() string { return c.reason }
+
+// Port returns the AF_XDP port under the copy (for its counters and
+// socket).
+func (c *CopyPort) Port() *Port { return c.inner }
+
+// Close closes the socket and unmaps the port's UMEM.
+func (c *CopyPort) Close() error {
+	err := c.inner.Close()
+	if uerr := c.umem.Close(); err == nil {
+		err = uerr
+	}
+	return err
+}
