@@ -218,3 +218,17 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 		t.Errorf("tx counters %+v, transmitted %d", c, transmitted)
 	}
 }
+
+// TestOpenQueueFailsCleanly: a queue whose socket cannot be made (no such
+// interface) fails with an error, after unwinding its UMEM; no panic.
+func TestOpenQueueFailsCleanly(t *testing.T) {
+	requireRoot(t)
+	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
+		Interface: "nonexist0", Queue: 0,
+		UMEM:   xdp.UMEMOptions{Frames: 4096, FrameSize: 2048},
+		Socket: xdp.DefaultSocketOptions("nonexist0", 0),
+	})
+	if err == nil || q != nil {
+		t.Fatalf("OpenQueue on a missing interface: %v, %v", q, err)
+	}
+}

@@ -101,7 +101,7 @@ func (p *proc) waitReady(ctx context.Context, timeout time.Duration) error {
 		return nil
 	case <-p.done:
 		p.cmd.Wait()
-		return fmt.Errorf("%s exited before it was ready: %s", filepath.Base(p.cmd.Path), lastLines(p.output(), 8))
+		return fmt.Errorf("%s exited before it was ready: %s", filepath.Base(p.cmd.Path), tail(p.output()))
 	case <-t.C:
 		p.kill()
 		return fmt.Errorf("%s not ready after %s: %s", filepath.Base(p.cmd.Path), timeout, lastLines(p.output(), 8))
@@ -132,6 +132,15 @@ func (p *proc) end(timeout time.Duration) error {
 func (p *proc) kill() {
 	p.cmd.Process.Kill()
 	go p.end(time.Second) // reap
+}
+
+// tail is the end of a tool's output, or the start of its panic.
+func tail(out string) string {
+	if i := strings.Index(out, "panic:"); i >= 0 {
+		lines := strings.SplitN(out[i:], "\n", 12)
+		return strings.Join(lines[:min(len(lines), 11)], " | ")
+	}
+	return lastLines(out, 8)
 }
 
 func lastLines(s string, n int) string {

@@ -258,6 +258,10 @@ func (o Options) newPeer(c Case, dir string, r int) peer {
 	return &warpflowd{bin: o.Warpflowd, dir: dir, ns: dpns, cpu: o.DPCPU, rings: o.Rings}
 }
 
+// settle is the pause after a peer stopped, for the kernel to release its
+// queue and NAPI.
+const settle = 300 * time.Millisecond
+
 // measure runs one sample of c.
 func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Sample) {
 	s.Repeat = r
@@ -285,9 +289,19 @@ func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Samp
 		if left, err := detachXDP(dpns, lab.DP0Iface); err != nil || left {
 			o.logf("%s: %s had an XDP program left after the peer stopped (detached: %v)", c, lab.DP0Iface, err == nil)
 		}
+		time.Sleep(settle)
 	}()
+	// The kernel releases the previous peer's queue in deferred work: a
+	// bind right after can be refused. One retry after a pause.
 	if err := p.start(ctx, mode); err != nil {
-		return fail(err)
+		o.logf("%s: start failed, retrying in 1s: %v", c, err)
+		p.stop()
+		detachXDP(dpns, lab.DP0Iface)
+		time.Sleep(time.Second)
+		p = o.newPeer(c, dir, r)
+		if err := p.start(ctx, mode); err != nil {
+			return fail(err)
+		}
 	}
 	s.Bind = p.granted()
 	var err error
