@@ -90,10 +90,10 @@ func printBenchLive(cmd *cobra.Command, res livebench.Result) {
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "kernel %s, %s\ngenerator: %s\n\n", res.Kernel, res.GoVersion, res.Generator)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETUP\tLOAD\tMODE\tPEER\tMPPS MEDIAN\tMIN\tMAX\tOFFERED\tATTACH/BIND\tN\t")
+	fmt.Fprintln(tw, "SETUP\tLOAD\tMODE\tPEER\tMPPS MEDIAN\tMIN\tMAX\tOFFERED\tDP CPU BUSY\tATTACH/BIND\tN\t")
 	for _, c := range res.Cases {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s/%s\t%d\t", c.Setup, c.Load, c.Mode, c.Peer,
-			c.Median, c.Min, c.Max, c.OfferedMedian, c.Attach, c.Bind, len(c.Samples)-c.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f%%\t%s/%s\t%d\t", c.Setup, c.Load, c.Mode, c.Peer,
+			c.Median, c.Min, c.Max, c.OfferedMedian, 100*c.DPBusyMedian, c.Attach, c.Bind, len(c.Samples)-c.Errors)
 		if c.Errors > 0 {
 			fmt.Fprintf(tw, "(%d errors)", c.Errors)
 		}

@@ -225,7 +225,7 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 // Receive, a completion poll and a Wait: some tens of ns).
 const (
 	minSpin = 2
-	maxSpin = 512
+	maxSpin = 4096
 )
 
 // idleEnded adapts the spin budget when packets arrive: spinning paid when

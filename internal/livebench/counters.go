@@ -3,6 +3,7 @@ package livebench
 import (
 	"bufio"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -120,4 +121,45 @@ func detachXDP(ns, iface string) (bool, error) {
 		return nil
 	})
 	return found, err
+}
+
+// cpuTimes are one CPU's times from /proc/stat, in clock ticks.
+type cpuTimes struct{ busy, total uint64 }
+
+// readCPU reads cpu's line of /proc/stat.
+func readCPU(cpu int) (cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
+	}
+	return parseCPU(string(b), cpu)
+}
+
+// parseCPU finds "cpuN user nice system idle iowait irq softirq steal ..."
+// and counts idle and iowait as not busy.
+func parseCPU(stat string, cpu int) (cpuTimes, error) {
+	name := fmt.Sprintf("cpu%d", cpu)
+	sc := bufio.NewScanner(strings.NewReader(stat))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[0] != name {
+			continue
+		}
+		var t cpuTimes
+		for i, v := range f[1:] {
+			if i >= 8 { // guest times are already in user
+				break
+			}
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return cpuTimes{}, fmt.Errorf("/proc/stat %s: %w", name, err)
+			}
+			t.total += n
+			if i != 3 && i != 4 {
+				t.busy += n
+			}
+		}
+		return t, nil
+	}
+	return cpuTimes{}, fmt.Errorf("/proc/stat: no %s", name)
 }

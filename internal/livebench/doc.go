@@ -12,7 +12,8 @@
 // NAPI setup. For each case the harness starts the peer inside the lab's
 // dataplane namespace (nsenter --net), waits until it is ready, starts the
 // generator (internal/gen's XDP live-frame engine, in the generator
-// namespace, on the generator's CPU), lets it warm up, and reads the
+// namespace, on the generator's CPU; the controlled load paced by its
+// program, which spaces the frames evenly), lets it warm up, and reads the
 // counters at the start and the end of a fixed window:
 //
 //   - received: dp0's rx_queue_0_xdp_redirect (frames the XDP program put

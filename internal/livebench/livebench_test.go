@@ -157,3 +157,17 @@ func TestCasesInterleave(t *testing.T) {
 		t.Errorf("rotation leaves cases out of the first slot: %v", first)
 	}
 }
+
+func TestParseCPU(t *testing.T) {
+	stat := "cpu  10 0 10 100 0 0 0 0 0 0\ncpu0 1 2 3 40 5 6 7 8 9 10\ncpu1 100 0 50 50 0 0 0 0 0 0\nintr 1\n"
+	c, err := parseCPU(stat, 0)
+	if err != nil || c.busy != 1+2+3+6+7+8 || c.total != 1+2+3+40+5+6+7+8 {
+		t.Errorf("cpu0: %+v, %v", c, err)
+	}
+	if c, err := parseCPU(stat, 1); err != nil || c.busy != 150 || c.total != 200 {
+		t.Errorf("cpu1: %+v, %v", c, err)
+	}
+	if _, err := parseCPU(stat, 2); err == nil {
+		t.Error("cpu2: no error")
+	}
+}

@@ -89,9 +89,11 @@ type Options struct {
 	// forwarding loop (warpflowd's cpus, testpmd's forwarding lcore) and,
 	// in setup B, dp0's NAPI thread.
 	GenCPU, DPCPU int
-	// ControlledRate is setup B's paced load in frames per second;
-	// ControlledBurst the most frames one generator call sends (veth's
-	// ring holds 256: a larger burst overflows it whatever the receiver).
+	// ControlledRate is setup B's paced load in frames per second, paced
+	// by the generator's program (evenly spaced frames); ControlledBurst is
+	// the most it sends back to back to catch up after a gap between
+	// calls (veth's ring holds 256: a larger burst can overflow it
+	// whatever the receiver does).
 	ControlledRate  float64
 	ControlledBurst int
 	// FloodRate is the flood's pace, 0 for as fast as the generator goes.
@@ -111,7 +113,8 @@ type Options struct {
 
 // DefaultOptions: lab "lb", both setups, both modes, 5 repeats of a
 // 3-second window after 1 s of warm-up, generator on CPU 0, dataplane on
-// CPU 1, controlled load 1 Mpps in bursts of at most 64 frames, flood as fast as
+// CPU 1, controlled load 1 Mpps paced by the generator's program (at
+// most 64 frames back to back), flood as fast as
 // possible, 16 flows, testpmd from PATH.
 func DefaultOptions() Options {
 	return Options{

@@ -49,6 +49,11 @@ type Sample struct {
 	// DP0TX: dp0's tx_packets.
 	Forwarded float64 `json:"forwarded_mpps"`
 	DP0TX     float64 `json:"dp0_tx_mpps"`
+	// DPBusy is the share of the dataplane's CPU that was busy during the
+	// window (user, system, softirq: the peer and any kernel work there),
+	// from /proc/stat; GenBusy the same for the generator's CPU.
+	DPBusy  float64 `json:"dp_cpu_busy"`
+	GenBusy float64 `json:"gen_cpu_busy"`
 	// GenMpps is the generator's own rate over its whole run (its
 	// program's XDP_TX count), for the record.
 	GenMpps float64 `json:"gen_mpps"`
@@ -72,6 +77,8 @@ type CaseResult struct {
 	Max    float64 `json:"max_mpps"`
 	// OfferedMedian is the median offered rate.
 	OfferedMedian float64 `json:"offered_median_mpps"`
+	// DPBusyMedian is the median busy share of the dataplane's CPU.
+	DPBusyMedian float64 `json:"dp_cpu_busy_median"`
 	Attach        string  `json:"attach"`
 	Bind          string  `json:"bind"`
 	Errors        int     `json:"errors"`
@@ -235,8 +242,8 @@ func (o Options) runSetup(ctx context.Context, setup, dir string) ([]CaseResult,
 			if s.Err != "" {
 				o.logf("%-40s repeat %d: error: %s", cases[i], r, s.Err)
 			} else {
-				o.logf("%-40s repeat %d: %6.3f Mpps (received %.3f, kernel drops %.3f, offered %.3f, arrived %.3f, forwarded %.3f) %s %s/%s",
-					cases[i], r, s.Rate, s.Received, s.KernelDrops, s.Offered, s.Arrived, s.Forwarded, s.NAPIThread, s.Attach, s.Bind)
+				o.logf("%-40s repeat %d: %6.3f Mpps (received %.3f, kernel drops %.3f, offered %.3f, arrived %.3f, forwarded %.3f; cpu busy gen %.0f%% dp %.0f%%) %s %s/%s",
+					cases[i], r, s.Rate, s.Received, s.KernelDrops, s.Offered, s.Arrived, s.Forwarded, 100*s.GenBusy, 100*s.DPBusy, s.NAPIThread, s.Attach, s.Bind)
 			}
 			crs[i].Samples = append(crs[i].Samples, s)
 		}
@@ -358,7 +365,15 @@ func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Samp
 			return ctx.Err()
 		}
 	}
+	var cpu0, cpu1 [2]cpuTimes
 	read := func() (dp, gn ifaceCounters, at time.Time, err error) {
+		cpu0[1], cpu1[1] = cpu0[0], cpu1[0]
+		if cpu0[0], err = readCPU(o.GenCPU); err != nil {
+			return
+		}
+		if cpu1[0], err = readCPU(o.DPCPU); err != nil {
+			return
+		}
 		at = time.Now()
 		if dp, err = readCounters(dpns, lab.DP0Iface); err != nil {
 			return
@@ -387,6 +402,13 @@ func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Samp
 	if gd.err != nil {
 		return fail(fmt.Errorf("generator: %w", gd.err))
 	}
+	busy := func(c [2]cpuTimes) float64 { // [0]: end, [1]: start
+		if c[0].total == c[1].total {
+			return 0
+		}
+		return float64(c[0].busy-c[1].busy) / float64(c[0].total-c[1].total)
+	}
+	s.GenBusy, s.DPBusy = busy(cpu0), busy(cpu1)
 	sec := t1.Sub(t0).Seconds()
 	s.Seconds = sec
 	rate := func(a, b uint64) float64 { return float64(b-a) / sec / 1e6 }
@@ -449,7 +471,7 @@ func (o Options) pinNAPI(before map[int]string) (string, error) {
 
 // summarize fills a case's spread from its good samples.
 func summarize(cr *CaseResult) {
-	var rates, offered []float64
+	var rates, offered, busy []float64
 	for _, s := range cr.Samples {
 		if s.Err != "" {
 			cr.Errors++
@@ -457,6 +479,7 @@ func summarize(cr *CaseResult) {
 		}
 		rates = append(rates, s.Rate)
 		offered = append(offered, s.Offered)
+		busy = append(busy, s.DPBusy)
 		if cr.Attach == "" {
 			cr.Attach, cr.Bind = s.Attach, s.Bind
 		} else if cr.Attach != s.Attach || cr.Bind != s.Bind {
@@ -468,6 +491,7 @@ func summarize(cr *CaseResult) {
 	}
 	cr.Min, cr.Median, cr.Max = spread(rates)
 	_, cr.OfferedMedian, _ = spread(offered)
+	_, cr.DPBusyMedian, _ = spread(busy)
 }
 
 // spread returns the minimum, median and maximum of v (not empty).
