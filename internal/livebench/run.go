@@ -79,9 +79,9 @@ type CaseResult struct {
 	OfferedMedian float64 `json:"offered_median_mpps"`
 	// DPBusyMedian is the median busy share of the dataplane's CPU.
 	DPBusyMedian float64 `json:"dp_cpu_busy_median"`
-	Attach        string  `json:"attach"`
-	Bind          string  `json:"bind"`
-	Errors        int     `json:"errors"`
+	Attach       string  `json:"attach"`
+	Bind         string  `json:"bind"`
+	Errors       int     `json:"errors"`
 }
 
 // Target is one of the issue's targets, judged on medians.
