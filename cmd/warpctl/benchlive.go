@@ -14,7 +14,7 @@ import (
 func newBenchLiveCommand() *cobra.Command {
 	o := livebench.DefaultOptions()
 	var modes []string
-	var chart, jsonOut string
+	var jsonOut string
 	cmd := &cobra.Command{
 		Use:   "live [flags]",
 		Short: "Measure warpflowd beside dpdk-testpmd (net_af_xdp) on a lab veth, from the kernel's counters",
@@ -49,12 +49,6 @@ lab is removed at the end.`,
 						return failf(codeFailed, "write %s: %v", jsonOut, werr)
 					}
 				}
-				if chart != "" && err == nil {
-					if cerr := livebench.Chart(res, chart); cerr != nil {
-						return failf(codeFailed, "%v", cerr)
-					}
-					fmt.Fprintf(cmd.OutOrStdout(), "chart written to %s\n", chart)
-				}
 			}
 			if err != nil {
 				return failf(codeFailed, "bench live: %v", err)
@@ -81,8 +75,7 @@ lab is removed at the end.`,
 	fl.IntVar(&o.Rings.Frames, "frames", o.Rings.Frames, "warpflowd UMEM frames (2048 bytes each)")
 	fl.IntVar(&o.Rings.RX, "rx-ring", o.Rings.RX, "warpflowd RX ring size")
 	fl.IntVar(&o.Rings.Fill, "fill-ring", o.Rings.Fill, "warpflowd fill ring size")
-	fl.StringVar(&chart, "chart", "", "draw the results to this .png or .svg file")
-	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
+	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file (go run ./internal/livebench/chart draws it)")
 	return cmd
 }
 

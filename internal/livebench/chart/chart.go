@@ -1,4 +1,4 @@
-package livebench
+package main
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/warpflow/warpflow/internal/livebench"
 )
 
 // errBars are the min..max ranges drawn over the median bars.
@@ -28,32 +30,12 @@ var (
 	colTarget   = color.RGBA{R: 210, G: 30, B: 30, A: 255}
 )
 
-// targetFor is the rate a case must reach, or 0 when it has no target:
-// warpflow in setup A 1.5x testpmd's median, warpflow's flood in setup B
-// 0.7x its best controlled-load sample.
-func targetFor(crs []CaseResult, c CaseResult) float64 {
-	if c.Peer != PeerWarpflow {
-		return 0
-	}
-	switch {
-	case c.Setup == SetupDefault:
-		if tp := find(crs, SetupDefault, c.Load, c.Mode, PeerTestpmd); tp != nil {
-			return 1.5 * tp.Median
-		}
-	case c.Setup == SetupThreaded && c.Load == LoadFlood:
-		if ctl := find(crs, SetupThreaded, LoadControlled, c.Mode, PeerWarpflow); ctl != nil {
-			return 0.7 * ctl.Max
-		}
-	}
-	return 0
-}
-
 // Chart draws every case as a horizontal bar at its median rate, with the
 // min..max range of its repeats as an error bar and, where the case has a
 // target, a red mark at the rate it must reach; saved to path (.png or
 // .svg).
-func Chart(res Result, path string) error {
-	var crs []CaseResult
+func Chart(res livebench.Result, path string) error {
+	var crs []livebench.CaseResult
 	for _, c := range res.Cases {
 		if len(c.Samples) > c.Errors {
 			crs = append(crs, c)
@@ -66,7 +48,7 @@ func Chart(res Result, path string) error {
 	p.Title.Text = fmt.Sprintf("Live dataplane on veth, 64-byte frames: median of %d interleaved runs, bars = min..max", res.Options.Repeats)
 	p.X.Label.Text = "Mpps from the kernel's counters (blue: warpflow, light: warpflow before the adaptive wait, grey: dpdk-testpmd net_af_xdp; red: target)"
 	n := len(crs)
-	vals := map[string]plotter.Values{PeerWarpflow: make(plotter.Values, n), PeerBefore: make(plotter.Values, n), PeerTestpmd: make(plotter.Values, n)}
+	vals := map[string]plotter.Values{livebench.PeerWarpflow: make(plotter.Values, n), livebench.PeerBefore: make(plotter.Values, n), livebench.PeerTestpmd: make(plotter.Values, n)}
 	eb := errBars{}
 	var targets plotter.XYs
 	names := make([]string, n)
@@ -79,7 +61,7 @@ func Chart(res Result, path string) error {
 		eb.xy = append(eb.xy, plotter.XY{X: c.Median, Y: float64(y)})
 		eb.lo, eb.hi = append(eb.lo, c.Min), append(eb.hi, c.Max)
 		maxX = max(maxX, c.Max)
-		if t := targetFor(crs, c); t > 0 {
+		if t := livebench.TargetRate(crs, c); t > 0 {
 			targets = append(targets, plotter.XY{X: t, Y: float64(y)})
 			maxX = max(maxX, t)
 		}
@@ -88,7 +70,7 @@ func Chart(res Result, path string) error {
 	for _, g := range []struct {
 		peer string
 		c    color.Color
-	}{{PeerTestpmd, colTestpmd}, {PeerBefore, colBefore}, {PeerWarpflow, colWarpflow}} {
+	}{{livebench.PeerTestpmd, colTestpmd}, {livebench.PeerBefore, colBefore}, {livebench.PeerWarpflow, colWarpflow}} {
 		b, err := plotter.NewBarChart(vals[g.peer], w)
 		if err != nil {
 			return fmt.Errorf("chart: %w", err)
