@@ -34,11 +34,13 @@ type Port struct {
 
 	// Adaptive idle (Wait): spin is how many idle turns to spin before
 	// sleeping in poll(2), doubled when packets arrived during a spin and
-	// halved when a spin ran out; spun counts the current idle stretch's
-	// turns, slept whether it reached poll. I/O loop only.
-	spin, spun int
-	slept      bool
-	waitErr    error // a failed poll, returned by the next Receive
+	// halved when a spin ran out; limit is the current idle stretch's
+	// (spin, or a probe), spun its turns so far, slept whether it reached
+	// poll; stretches counts idle stretches. I/O loop only.
+	spin, limit, spun int
+	stretches         uint
+	slept             bool
+	waitErr           error // a failed poll, returned by the next Receive
 
 	stats  portCounters
 	err    error       // first socket error seen (ENETDOWN after the link went)
@@ -226,6 +228,11 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 const (
 	minSpin = 2
 	maxSpin = 4096
+	// At the floor, one idle stretch in probeEvery spins probeSpin turns:
+	// without it a budget that shrank (a burst of waits) could never
+	// learn that packets now come from another core.
+	probeSpin  = 256
+	probeEvery = 16
 )
 
 // idleEnded adapts the spin budget when packets arrive: spinning paid when
@@ -233,9 +240,9 @@ const (
 // longer.
 func (p *Port) idleEnded() {
 	if p.spun > 0 && !p.slept {
-		p.spin = min(2*p.spin, maxSpin)
+		p.spin = min(max(2*p.spin, 2*p.spun), maxSpin)
 	}
-	p.spun, p.slept = 0, false
+	p.spun, p.limit, p.slept = 0, 0, false
 }
 
 // Wait is the engine's idle wait (dataplane.Waiter). With packets on the RX
@@ -249,7 +256,8 @@ func (p *Port) idleEnded() {
 // syscall, no wake-up on a busy port. When it runs on this core (threaded
 // NAPI pinned beside the dataplane, or a NIC's interrupt here), nothing
 // can arrive while the loop spins, every spin runs out, the budget shrinks
-// to its floor and the loop sleeps at once: the kernel thread gets the
+// to its floor (with a longer probe now and then) and the loop sleeps at
+// once: the kernel thread gets the
 // core, fills the RX ring, and its wake-up brings the loop back with a
 // batch. Spinning there instead is receive livelock: the kernel gets the
 // core only when the scheduler takes it from the spinner, fills the rings
@@ -267,12 +275,21 @@ func (p *Port) Wait(timeout time.Duration) {
 			return
 		}
 	}
-	if p.spun < p.spin {
+	if p.spun == 0 && p.limit == 0 { // a new idle stretch
+		p.stretches++
+		p.limit = p.spin
+		if p.spin <= minSpin && p.stretches%probeEvery == 0 {
+			p.limit = probeSpin
+		}
+	}
+	if p.spun < p.limit {
 		p.spun++
 		return
 	}
 	if !p.slept {
-		p.spin = max(p.spin/2, minSpin)
+		if p.limit == p.spin {
+			p.spin = max(p.spin/2, minSpin)
+		}
 		p.slept = true
 	}
 	p.stats.polls.Add(1)
