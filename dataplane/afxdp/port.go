@@ -231,7 +231,7 @@ const (
 	// At the floor, one idle stretch in probeEvery spins probeSpin turns:
 	// without it a budget that shrank (a burst of waits) could never
 	// learn that packets now come from another core.
-	probeSpin  = 256
+	probeSpin  = 1024
 	probeEvery = 16
 )
 
