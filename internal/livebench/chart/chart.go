@@ -45,8 +45,8 @@ func Chart(res livebench.Result, path string) error {
 		return errors.New("chart: no case measured")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Live dataplane on veth, 64-byte frames: median of %d interleaved runs, bars = min..max", res.Options.Repeats)
-	p.X.Label.Text = "Mpps from the kernel's counters (blue: warpflow, light: warpflow before the adaptive wait, grey: dpdk-testpmd net_af_xdp; red: target)"
+	p.Title.Text = fmt.Sprintf("Live dataplane on veth, 64-byte frames: bar = median of %d interleaved runs, whisker = min..max, red = target", res.Options.Repeats)
+	p.X.Label.Text = "Mpps from the kernel's counters (blue: warpflow; light blue: warpflow before the adaptive wait; grey: dpdk-testpmd net_af_xdp)"
 	n := len(crs)
 	vals := map[string]plotter.Values{livebench.PeerWarpflow: make(plotter.Values, n), livebench.PeerBefore: make(plotter.Values, n), livebench.PeerTestpmd: make(plotter.Values, n)}
 	eb := errBars{}
