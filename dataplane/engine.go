@@ -152,6 +152,7 @@ type Engine struct {
 	layPtr    atomic.Pointer[layout]
 	poolPtr   atomic.Pointer[pool] // pool, for Stats
 	ctl       control
+	waiter    Waiter // the input, when it can wait for packets (nil: ioBackoff)
 
 	passList []rings.Desc
 
@@ -284,6 +285,7 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 		e.compBuf = make([]rings.Desc, 0, rings.MaxBatch)
 	}
 	e.inReports = e.addReporter(in)
+	e.waiter, _ = in.(Waiter)
 	for k := range e.comps {
 		c := &e.comps[k]
 		c.reports = e.addReporter(c.port)
@@ -521,7 +523,7 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		}
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, false)
 	}
 }
 
@@ -627,7 +629,7 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 		}
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, ex.InFlight() > 0)
 	}
 }
 
