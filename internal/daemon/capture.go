@@ -173,4 +173,3 @@ func (d *Daemon) captureStopLocked(reason string) {
 	}
 	<-c.done
 }
-
