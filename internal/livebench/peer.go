@@ -191,7 +191,13 @@ stats_interval: 0s
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	p, err := startProc(w.ns, wfReadyRE, w.bin, "--config", path)
+	args := []string{"--config", path}
+	if hasSocketFlag(w.bin) {
+		// Its own control socket, so a daemon already serving the default
+		// path (or a before-binary run beside) does not refuse it.
+		args = append(args, "--socket", filepath.Join(w.dir, "warpflowd-"+mode.String()+".sock"))
+	}
+	p, err := startProc(w.ns, wfReadyRE, w.bin, args...)
 	if err != nil {
 		return err
 	}
@@ -283,4 +289,11 @@ func (t *testpmd) stop() (string, error) {
 		}
 	}
 	return rep, nil
+}
+
+// hasSocketFlag reports whether a warpflowd binary has the control plane's
+// --socket flag (a before-binary built from an older revision may not).
+func hasSocketFlag(bin string) bool {
+	out, _ := exec.Command(bin, "--help").CombinedOutput()
+	return strings.Contains(string(out), "--socket")
 }
