@@ -103,9 +103,9 @@ type published struct {
 	received, receivedBytes atomic.Uint64
 	passPackets, passBytes  atomic.Uint64
 	batches, execFull       atomic.Uint64
-	txPackets, txBytes      []atomic.Uint64 // by port
-	dropPackets, dropBytes  []atomic.Uint64 // by reason
-	_                       [cacheLinePad]byte
+	// The per-port and per-reason counters are the layout's (layout.txPackets
+	// ...), published with it: Engine.layPtr, stored inside the sequence.
+	_ [cacheLinePad]byte
 }
 
 const cacheLinePad = 64
@@ -168,13 +168,17 @@ func (e *Engine) publish() {
 	storeIfChanged(&p.passBytes, c.passBytes)
 	storeIfChanged(&p.batches, c.batches)
 	storeIfChanged(&p.execFull, c.execFull)
+	l := e.lay
 	for i := range c.txPackets {
-		storeIfChanged(&p.txPackets[i], c.txPackets[i])
-		storeIfChanged(&p.txBytes[i], c.txBytes[i])
+		storeIfChanged(&l.txPackets[i], c.txPackets[i])
+		storeIfChanged(&l.txBytes[i], c.txBytes[i])
 	}
 	for i := range c.dropPackets {
-		storeIfChanged(&p.dropPackets[i], c.dropPackets[i])
-		storeIfChanged(&p.dropBytes[i], c.dropBytes[i])
+		storeIfChanged(&l.dropPackets[i], c.dropPackets[i])
+		storeIfChanged(&l.dropBytes[i], c.dropBytes[i])
+	}
+	if e.layPtr.Load() != l {
+		e.layPtr.Store(l)
 	}
 	p.seq.Store(s + 2)
 	e.dirty = false
@@ -185,11 +189,25 @@ func (e *Engine) initPublished() {
 	p := &e.pub
 	p.held = make([]atomic.Int64, len(e.comps))
 	p.lost = make([]atomic.Int64, len(e.comps))
-	p.txPackets = make([]atomic.Uint64, len(e.out))
-	p.txBytes = make([]atomic.Uint64, len(e.out))
-	p.dropPackets = make([]atomic.Uint64, len(e.counts.dropPackets))
-	p.dropBytes = make([]atomic.Uint64, len(e.counts.dropBytes))
 	e.publish()
+}
+
+// adoptLayout moves the I/O loop's counters to layout l, which extends the
+// current one (indices keep their meaning; new ones start at zero). It
+// allocates: once per swap that adds names, never per packet.
+func (e *Engine) adoptLayout(l *layout) {
+	c := &e.counts
+	grow := func(s []uint64, n int) []uint64 {
+		for len(s) < n {
+			s = append(s, 0)
+		}
+		return s
+	}
+	c.txPackets = grow(c.txPackets, len(l.ports))
+	c.txBytes = grow(c.txBytes, len(l.ports))
+	c.dropPackets = grow(c.dropPackets, len(l.reasons))
+	c.dropBytes = grow(c.dropBytes, len(l.reasons))
+	e.lay = l
 }
 
 // Snapshot is the engine's verdict counters as of one loop turn: received
@@ -202,11 +220,13 @@ type Snapshot struct {
 	Dropped       uint64 `json:"dropped"`
 	Passed        uint64 `json:"passed"`
 	PassedBytes   uint64 `json:"passed_bytes"`
-	// Ports is what each tx port took, in the graph's port order.
+	// Ports is what each tx port took, in the graph's port order (after a
+	// swap: every port any plan had, in order of first appearance).
 	Ports []PortCount `json:"ports"`
-	// Drops has every reason, in a fixed order (the graph's reasons, then
-	// the engine's: tx_full, tx_error, internal_no_verdict, pass_full,
-	// pass_error), zeros included, so a scraper's series are stable.
+	// Drops has every reason, in a fixed order (the first graph's reasons,
+	// then the engine's: tx_full, tx_error, internal_no_verdict, pass_full,
+	// pass_error, then reasons later plans added), zeros included, so a
+	// scraper's series are stable.
 	Drops []DropCount `json:"drops"`
 	// Batches is how many batches the engine completed.
 	Batches uint64 `json:"batches"`
@@ -230,31 +250,25 @@ var engineReasonNames = [engineReasons]string{reasonTxFull, reasonTxError, reaso
 func (e *Engine) Snapshot() Snapshot {
 	var s Snapshot
 	p := &e.pub
-	reasons := e.graph.Reasons()
-	s.Ports = make([]PortCount, len(e.out))
-	s.Drops = make([]DropCount, len(p.dropPackets))
 	for {
 		seq := p.seq.Load()
 		if seq&1 != 0 {
 			runtime.Gosched()
 			continue
 		}
+		l := e.layPtr.Load()
 		s.Received, s.ReceivedBytes = p.received.Load(), p.receivedBytes.Load()
 		s.Passed, s.PassedBytes = p.passPackets.Load(), p.passBytes.Load()
 		s.Batches, s.ExecutorFull = p.batches.Load(), p.execFull.Load()
 		s.Transmitted, s.Dropped, s.FramesLost = 0, 0, 0
-		for i := range s.Ports {
-			s.Ports[i] = PortCount{Port: e.graph.Ports()[i], Packets: p.txPackets[i].Load(), Bytes: p.txBytes[i].Load()}
+		s.Ports = s.Ports[:0]
+		s.Drops = s.Drops[:0]
+		for i, name := range l.ports {
+			s.Ports = append(s.Ports, PortCount{Port: name, Packets: l.txPackets[i].Load(), Bytes: l.txBytes[i].Load()})
 			s.Transmitted += s.Ports[i].Packets
 		}
-		for i := range s.Drops {
-			name := ""
-			if i < len(reasons) {
-				name = reasons[i]
-			} else {
-				name = engineReasonNames[i-len(reasons)]
-			}
-			s.Drops[i] = DropCount{Reason: name, Packets: p.dropPackets[i].Load(), Bytes: p.dropBytes[i].Load()}
+		for i, name := range l.reasons {
+			s.Drops = append(s.Drops, DropCount{Reason: name, Packets: l.dropPackets[i].Load(), Bytes: l.dropBytes[i].Load()})
 			s.Dropped += s.Drops[i].Packets
 		}
 		for k := range p.lost {

@@ -388,13 +388,13 @@ func TestCompletionPathNoAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, r := e.inline, e.runners[0]
+		b, r := e.inline, e.cur.runners[0]
 		turn := func() {
 			e.pollCompletions()
 			b.Clear()
 			if n, _ := in.Receive(b); n > 0 {
 				r.Process(b)
-				e.complete(b)
+				e.complete(e.cur, b)
 			}
 		}
 		for range 10 {

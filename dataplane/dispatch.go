@@ -10,16 +10,18 @@ import (
 // accepted (they come back through pollCompletions). It runs on the I/O
 // loop only. No allocation: the per-port lists are preallocated to the
 // batch size.
-func (e *Engine) complete(b *rings.Batch) {
+func (e *Engine) complete(p *plan, b *rings.Batch) {
 	c := &e.counts
 	c.batches++
 	e.inEngine -= len(b.Descs) // all handed on below
-	if e.completeUniform(b) {
+	if e.completeUniform(p, b) {
 		return
 	}
-	nReasons := e.nReasons
-	for i := range e.txList {
-		e.txList[i] = e.txList[i][:0]
+	reasonIdx := p.reasonIdx
+	noVerdict := p.lay.engineBase + engineNoVerdict
+	txList := p.txList
+	for i := range txList {
+		txList[i] = txList[i][:0]
 	}
 	e.passList = e.passList[:0]
 	hold := e.holds
@@ -30,18 +32,19 @@ func (e *Engine) complete(b *rings.Batch) {
 		c.received++
 		c.receivedBytes += uint64(d.Len)
 		if m.SampleMask != 0 {
-			e.sample(d, m.SampleMask)
+			e.sample(p, d, m.SampleMask)
 		}
 		switch m.Verdict {
 		case rings.VerdictTX:
-			if int(m.Target) < len(e.txList) {
-				e.txList[m.Target] = append(e.txList[m.Target], d)
+			if int(m.Target) < len(txList) {
+				txList[m.Target] = append(txList[m.Target], d)
 				continue
 			}
 		case rings.VerdictDrop:
-			if int(m.Target) < nReasons {
-				c.dropPackets[m.Target]++
-				c.dropBytes[m.Target] += uint64(d.Len)
+			if int(m.Target) < len(reasonIdx) {
+				r := reasonIdx[m.Target]
+				c.dropPackets[r]++
+				c.dropBytes[r] += uint64(d.Len)
 				if hold {
 					e.recycle = append(e.recycle, d)
 				}
@@ -61,32 +64,32 @@ func (e *Engine) complete(b *rings.Batch) {
 		}
 		// No verdict, or one naming a port or reason that does not exist:
 		// a pipeline bug, counted rather than lost.
-		c.dropPackets[nReasons+engineNoVerdict]++
-		c.dropBytes[nReasons+engineNoVerdict] += uint64(d.Len)
+		c.dropPackets[noVerdict]++
+		c.dropBytes[noVerdict] += uint64(d.Len)
 		if hold {
 			e.recycle = append(e.recycle, d)
 		}
 	}
 	// Samples first: sinks copy the bytes, and before the transmits every
 	// frame is still the engine's (a Completer may own it after).
-	for k := range e.samples {
-		s := &e.samples[k]
+	for k := range p.samples {
+		s := &p.samples[k]
 		if len(s.list) > 0 {
 			if s.sink != nil {
 				if _, err := s.sink.Transmit(e.arena, s.list); err != nil {
-					e.noteSampleError(k, err)
+					e.noteSampleError(s, err)
 				}
 			}
 			s.list = s.list[:0]
 		}
 	}
-	for p, list := range e.txList {
+	for port, list := range txList {
 		if len(list) == 0 {
 			continue
 		}
-		n := e.transmit(p, list, sumLen(list))
+		n := e.transmit(p, port, list, sumLen(list))
 		if hold {
-			e.keep(e.outComp[p], list, n)
+			e.keep(p.outComp[port], list, n)
 		}
 	}
 	if len(e.passList) > 0 {
@@ -123,12 +126,12 @@ func (e *Engine) recycleFrames(descs []rings.Desc) {
 }
 
 // sample decides, in receive order, which candidates each sampler keeps.
-func (e *Engine) sample(d rings.Desc, mask uint32) {
-	for k := range e.samples {
+func (e *Engine) sample(p *plan, d rings.Desc, mask uint32) {
+	for k := range p.samples {
 		if mask&(1<<uint(k)) == 0 {
 			continue
 		}
-		s := &e.samples[k]
+		s := &p.samples[k]
 		keep := s.candidate < s.info.N // first N
 		if s.every {
 			keep = s.candidate%s.info.N == 0
@@ -145,23 +148,23 @@ func (e *Engine) sample(d rings.Desc, mask uint32) {
 // all go to the same output port and none of which is a sample candidate:
 // the batch's descriptor vector is transmitted as it is. It reports false,
 // having changed nothing, when the batch is not like that.
-func (e *Engine) completeUniform(b *rings.Batch) bool {
+func (e *Engine) completeUniform(p *plan, b *rings.Batch) bool {
 	if len(b.Meta) == 0 {
 		return false
 	}
 	if o := &b.Outcome; o.Valid {
 		// The runner's summary: no pass over the metadata.
-		if o.Verdict != rings.VerdictTX || int(o.Target) >= len(e.out) {
+		if o.Verdict != rings.VerdictTX || int(o.Target) >= len(p.out) {
 			return false
 		}
 		c := &e.counts
 		c.received += uint64(len(b.Descs))
 		c.receivedBytes += o.Bytes
-		e.transmitAll(int(o.Target), b.Descs, o.Bytes)
+		e.transmitAll(p, int(o.Target), b.Descs, o.Bytes)
 		return true
 	}
 	m0 := &b.Meta[0]
-	if m0.Verdict != rings.VerdictTX || int(m0.Target) >= len(e.out) {
+	if m0.Verdict != rings.VerdictTX || int(m0.Target) >= len(p.out) {
 		return false
 	}
 	v, t := m0.Verdict, m0.Target
@@ -176,15 +179,15 @@ func (e *Engine) completeUniform(b *rings.Batch) bool {
 	c := &e.counts
 	c.received += uint64(len(b.Descs))
 	c.receivedBytes += bytes
-	e.transmitAll(int(t), b.Descs, bytes)
+	e.transmitAll(p, int(t), b.Descs, bytes)
 	return true
 }
 
 // transmitAll sends a whole batch's descriptors on port p and recycles what
 // the port does not keep.
-func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
-	n := e.transmit(p, descs, bytes)
-	if k := e.outComp[p]; k >= 0 {
+func (e *Engine) transmitAll(p *plan, port int, descs []rings.Desc, bytes uint64) {
+	n := e.transmit(p, port, descs, bytes)
+	if k := p.outComp[port]; k >= 0 {
 		e.accepted(k, n)
 		descs = descs[n:]
 	}
@@ -195,27 +198,28 @@ func (e *Engine) transmitAll(p int, descs []rings.Desc, bytes uint64) {
 // each packet as transmitted or, when the port refused it, dropped as
 // tx_full (tx_error when the port also returned an error, which the run
 // reports at its end). It returns how many the port accepted.
-func (e *Engine) transmit(p int, list []rings.Desc, bytes uint64) int {
+func (e *Engine) transmit(p *plan, port int, list []rings.Desc, bytes uint64) int {
 	c := &e.counts
 	if e.tracker != nil {
-		e.trackOffer(e.outComp[p], list)
+		e.trackOffer(p.outComp[port], list)
 	}
-	n, err := e.out[p].Transmit(e.arena, list)
+	n, err := p.out[port].Transmit(e.arena, list)
 	if n < 0 || n > len(list) {
 		n = 0
 	}
 	if e.tracker != nil {
-		e.trackTaken(e.outComp[p], list, n)
+		e.trackTaken(p.outComp[port], list, n)
 	}
 	if n < len(list) {
 		bytes = sumLen(list[:n])
 	}
-	c.txPackets[p] += uint64(n)
-	c.txBytes[p] += bytes
-	reason := e.nReasons + engineTxFull
+	ci := p.portIdx[port]
+	c.txPackets[ci] += uint64(n)
+	c.txBytes[ci] += bytes
+	reason := p.lay.engineBase + engineTxFull
 	if err != nil {
-		reason = e.nReasons + engineTxError
-		e.noteTxError(p, err)
+		reason = p.lay.engineBase + engineTxError
+		e.noteTxError(p, port, err)
 	}
 	e.countRefused(list[n:], reason)
 	return n
@@ -239,9 +243,9 @@ func (e *Engine) sendPass(list []rings.Desc) int {
 	}
 	c.passPackets += uint64(n)
 	c.passBytes += sumLen(list[:n])
-	reason := e.nReasons + enginePassFull
+	reason := e.lay.engineBase + enginePassFull
 	if err != nil {
-		reason = e.nReasons + enginePassError
+		reason = e.lay.engineBase + enginePassError
 		e.notePassError(err)
 	}
 	e.countRefused(list[n:], reason)

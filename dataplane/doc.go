@@ -30,6 +30,42 @@
 // idles, and every turn when an output is a Completer, so a snapshot always
 // balances.
 //
+// # Swapping the pipeline
+//
+// Everything the engine derives from a compiled pipeline is one immutable
+// plan (plan.go): the graph, one runner per worker, the resolved output
+// ports and sample sinks, and where the graph's ports and reasons sit in
+// the counter layout. Engine.Swap builds and checks a whole new plan on
+// the caller's goroutine (refusing it, with everything left as it was, if
+// a port has no output, a sampler is bad, or a Completer output was not
+// registered at start: Outputs.Spare) and publishes it through one atomic
+// pointer. The I/O loop loads that pointer once per batch, when it takes a
+// fresh slot, and stamps the slot; the engine's own CPU pool runs, for
+// each batch, the runner of the plan its slot is stamped with, and the
+// completion acts on the verdicts against the same plan, so a batch is
+// processed wholly by one plan. Completions come back in order: the first
+// completed batch stamped with the new plan ends the old plan's grace
+// period (it is retired: its runners are quiescent, and the control side
+// folds their counters into the totals). Swap waits for the previous
+// grace period first, so at most two plans are ever live.
+//
+// A plan that needs a different pool (another worker count or batch size,
+// inline to workers and back, or any swap on an executor from
+// Options.NewExecutor, which runs one plan for its life) is a clean pool
+// change: Swap starts the new executor, the I/O loop stops taking slots,
+// lets the old executor finish and closes it, then goes on with the new
+// one. Nothing is received meanwhile, so nothing is lost; a live port's
+// ring holds what arrives (some 100 µs).
+//
+// Verdict counters (received, per port, per reason) always carry on, by
+// name: the counter layout only grows. Stage counters carry on where the
+// new pipeline has a stage of the same name and kind (edge counters only
+// where its edges lead to the same stages); SwapResult lists the stages
+// reset, added and removed. Runners publish their counters as
+// single-writer atomics (Runner.LiveStats) after every partial batch and
+// at least every 1024 packets, so Engine.Stages reads them without a lock
+// while the engine runs.
+//
 // # Frame ownership and lifetimes
 //
 // A frame received from the input port is the engine's (in a batch, a

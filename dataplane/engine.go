@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -110,48 +111,57 @@ type Outputs struct {
 	// port the graph names must be present.
 	Ports map[string]Port
 	// Pass receives packets with the pass verdict; nil counts them only.
+	// It is the engine's for its whole life: a swap keeps it.
 	Pass Port
 	// Samples maps a sampler's file name to its sink; a missing entry counts
 	// samples without writing them.
 	Samples map[string]Port
+	// Spare lists ports a later Swap may transmit on that this graph does
+	// not: a Completer among them is registered now, so that its frames
+	// are accounted from the start (Swap refuses a Completer it was not
+	// given here).
+	Spare []Port
 }
 
-// Engine runs one compiled pipeline over one input port: an I/O loop that
-// receives batches, hands them to an executor (by default a pool of
+// Engine runs one compiled pipeline at a time over one input port: an I/O
+// loop that receives batches, hands them to an executor (by default a pool of
 // persistent CPU workers; Options.NewExecutor plugs in another backend) or
-// runs the pipeline inline, and acts on the verdicts in receive order.
+// runs the pipeline inline, and acts on the verdicts in receive order. Swap
+// replaces the pipeline while it runs (see plan).
 //
 // The I/O loop is the only goroutine that touches ports and the arena's free
 // stack; workers touch only the batches they hold. That single-owner rule is
 // what lets the whole path run without locks.
 type Engine struct {
-	graph   *pipelines.Graph
-	arena   *rings.Arena
-	in      Port
-	out     []Port // by graph port index
-	pass    Port
-	samples []sampler
-	opts    Options
-	workers int
-	batch   int
-	// nReasons is len(graph.Reasons()): engine drop reasons are numbered
-	// after the graph's own.
-	nReasons int
+	arena *rings.Arena
+	in    Port
+	pass  Port
+	opts  Options
 
-	runners []*pipelines.Runner
-	exec    workers.Executor // nil: inline
-	inline  *rings.Batch
+	// The plans. planPtr is the newest published plan (NewEngine's, or
+	// Swap's); cur is the one the I/O loop stamps new batches with, old
+	// the one before it while batches stamped with it are still in
+	// flight (its grace period). cur and old are the I/O loop's.
+	planPtr   atomic.Pointer[plan]
+	cur, old  *plan
+	curActive bool  // a batch stamped with cur has completed
+	pool      *pool // the running executor generation; nil: inline
+	inline    *rings.Batch
+	restamp   int     // slots whose stamp cell may still name an older plan
+	lay       *layout // the I/O loop's counter layout (cur's)
+	layPtr    atomic.Pointer[layout]
+	poolPtr   atomic.Pointer[pool] // pool, for Stats
+	ctl       control
+	waiter    Waiter // the input, when it can wait for packets (nil: ioBackoff)
 
-	txList   [][]rings.Desc // per output port, scratch for one batch
 	passList []rings.Desc
 
 	// Completer outputs, each once (a port can be a tx port and the pass
-	// port). outComp maps a graph port index to its entry (-1: the port
-	// only borrows frames), passComp likewise for the pass port. When any
-	// output is a Completer (holds), complete builds recycle, the frames
-	// to give back now, instead of recycling the whole batch.
+	// port). A plan's outComp maps its port index to its entry (-1: the
+	// port only borrows frames), passComp likewise for the pass port. When
+	// any output is a Completer (holds), complete builds recycle, the
+	// frames to give back now, instead of recycling the whole batch.
 	comps    []completer
-	outComp  []int
 	passComp int
 	holds    bool
 	recycle  []rings.Desc
@@ -187,16 +197,16 @@ func (e *Engine) noteOutErr(err error) {
 	}
 }
 
-func (e *Engine) noteTxError(port int, err error) {
-	e.noteOutErr(fmt.Errorf("transmit on %s: %w", e.out[port].Name(), err))
+func (e *Engine) noteTxError(p *plan, port int, err error) {
+	e.noteOutErr(fmt.Errorf("transmit on %s: %w", p.out[port].Name(), err))
 }
 
 func (e *Engine) notePassError(err error) {
 	e.noteOutErr(fmt.Errorf("pass to %s: %w", e.pass.Name(), err))
 }
 
-func (e *Engine) noteSampleError(k int, err error) {
-	e.noteOutErr(fmt.Errorf("sample %s to %s: %w", e.samples[k].info.Stage, e.samples[k].info.File, err))
+func (e *Engine) noteSampleError(s *sampler, err error) {
+	e.noteOutErr(fmt.Errorf("sample %s to %s: %w", s.info.Stage, s.info.File, err))
 }
 
 type sampler struct {
@@ -208,17 +218,19 @@ type sampler struct {
 	list      []rings.Desc
 }
 
-// counts are the engine's own verdict counters, written only by the I/O loop.
+// counts are the engine's own verdict counters, written only by the I/O
+// loop, indexed by the counter layout (Engine.lay).
 type counts struct {
 	received, receivedBytes uint64
-	txPackets, txBytes      []uint64 // by port
-	dropPackets, dropBytes  []uint64 // by reason (graph reasons, then engine reasons)
+	txPackets, txBytes      []uint64 // by layout port
+	dropPackets, dropBytes  []uint64 // by layout reason
 	passPackets, passBytes  uint64
 	batches                 uint64
 	execFull                uint64 // turns with every executor slot in flight
 }
 
-// Engine-level drop reasons, appended after the graph's own.
+// Engine-level drop reasons, placed in the counter layout after the first
+// graph's own.
 const (
 	reasonTxFull    = "tx_full"
 	reasonTxError   = "tx_error"
@@ -227,7 +239,7 @@ const (
 	reasonPassError = "pass_error"
 )
 
-// Indices of the engine's drop reasons, after the graph's own nReasons.
+// Offsets of the engine's drop reasons from layout.engineBase.
 const (
 	engineTxFull = iota
 	engineTxError
@@ -240,49 +252,16 @@ const (
 // NewEngine builds an engine for graph g reading from in, whose frames live
 // in arena a. It validates that every port the graph names has an output.
 func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Options) (*Engine, error) {
-	e := &Engine{graph: g, arena: a, in: in, pass: outs.Pass, opts: o}
-	set := g.Settings()
-	e.workers, e.batch = set.Workers, set.BatchSize
-	if o.Workers >= 0 {
-		e.workers = o.Workers
-	}
-	if o.BatchSize > 0 {
-		e.batch = o.BatchSize
-	}
-	if e.batch > rings.MaxBatch {
-		return nil, fmt.Errorf("batch size %d: must be at most %d", e.batch, rings.MaxBatch)
-	}
-	if e.workers > pipelines.MaxWorkers {
-		return nil, fmt.Errorf("workers %d: must be at most %d", e.workers, pipelines.MaxWorkers)
-	}
-	for _, name := range g.Ports() {
-		p, ok := outs.Ports[name]
-		if !ok || p == nil {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q, which has no output", g.Name(), name)
-		}
-		e.out = append(e.out, p)
-		e.txList = append(e.txList, make([]rings.Desc, 0, e.batch))
-	}
-	for _, s := range g.Samplers() {
-		if s.Mode != "every" && s.Mode != "first" {
-			return nil, fmt.Errorf("sample stage %q: unknown mode %q", s.Stage, s.Mode)
-		}
-		if s.N == 0 {
-			return nil, fmt.Errorf("sample stage %q: N must be at least 1", s.Stage)
-		}
-		e.samples = append(e.samples, sampler{info: s, every: s.Mode == "every", sink: outs.Samples[s.File], list: make([]rings.Desc, 0, e.batch)})
-	}
-	e.passList = make([]rings.Desc, 0, e.batch)
+	e := &Engine{arena: a, in: in, pass: outs.Pass, opts: o}
 	if o.DrainTimeout < 0 {
 		return nil, fmt.Errorf("drain timeout %v: must not be negative", o.DrainTimeout)
 	}
 	if e.opts.DrainTimeout == 0 {
 		e.opts.DrainTimeout = defaultDrainTimeout
 	}
-	for k := range e.samples {
-		if _, ok := e.samples[k].sink.(Completer); ok {
-			return nil, fmt.Errorf("sample %s to %s: sink %s keeps frames after Transmit (a Completer), which a sample sink may not", e.samples[k].info.Stage, e.samples[k].info.File, e.samples[k].sink.Name())
-		}
+	p, err := e.buildPlan(g, outs, nil)
+	if err != nil {
+		return nil, err
 	}
 	if o.TrackFrames {
 		e.tracker = rings.NewTracker(a)
@@ -292,15 +271,21 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 			e.inHome, e.inTracks = ft.TrackFrames(e.tracker), true
 		}
 	}
-	for _, p := range e.out {
-		e.outComp = append(e.outComp, e.addCompleter(p))
+	if err := e.resolveOutputs(p, true); err != nil {
+		return nil, err
 	}
 	e.passComp = e.addCompleter(e.pass)
+	for _, sp := range outs.Spare {
+		e.addCompleter(sp)
+	}
+	// Scratch for any batch size a later plan may have.
+	e.passList = make([]rings.Desc, 0, rings.MaxBatch)
 	if e.holds = len(e.comps) > 0; e.holds {
-		e.recycle = make([]rings.Desc, 0, e.batch)
-		e.compBuf = make([]rings.Desc, 0, max(e.batch, 64))
+		e.recycle = make([]rings.Desc, 0, rings.MaxBatch)
+		e.compBuf = make([]rings.Desc, 0, rings.MaxBatch)
 	}
 	e.inReports = e.addReporter(in)
+	e.waiter, _ = in.(Waiter)
 	for k := range e.comps {
 		c := &e.comps[k]
 		c.reports = e.addReporter(c.port)
@@ -308,47 +293,18 @@ func NewEngine(g *pipelines.Graph, a *rings.Arena, in Port, outs Outputs, o Opti
 			e.busy = append(e.busy, c.owner)
 		}
 	}
-	e.nReasons = len(g.Reasons())
-	nReasons := e.nReasons + engineReasons
-	e.counts.txPackets = make([]uint64, len(e.out))
-	e.counts.txBytes = make([]uint64, len(e.out))
-	e.counts.dropPackets = make([]uint64, nReasons)
-	e.counts.dropBytes = make([]uint64, nReasons)
+	e.adoptLayout(p.lay)
 	e.initPublished()
 
-	nRunners := max(e.workers, 1)
-	for range nRunners {
-		e.runners = append(e.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
-	}
-	if e.workers == 0 && o.NewExecutor == nil {
-		e.inline = rings.NewBatch(e.batch, a)
-		return e, nil
-	}
-	batch := e.batch
-	cfg := ExecutorConfig{
-		Graph: g, Runners: e.runners, Arena: a, BatchSize: batch,
-		NewBatch: func() *rings.Batch { return rings.NewBatch(batch, a) },
-		Workers:  e.workers,
-		// Deep enough that the I/O loop rarely waits on a worker: with only
-		// a few slots per worker the handoff, not the pipeline, sets the pace.
-		Slots: 64,
-		Idle:  o.Idle,
-	}
-	for cfg.Slots < 8*e.workers {
-		cfg.Slots *= 2
-	}
-	newExec := o.NewExecutor
-	if newExec == nil {
-		newExec = NewCPUExecutor
-	}
-	ex, err := newExec(cfg)
+	pl, err := e.newPool(p)
 	if err != nil {
-		return nil, fmt.Errorf("start workers: %w", err)
+		return nil, err
 	}
-	if ex == nil {
-		return nil, errors.New("start workers: executor factory returned nil")
-	}
-	e.exec = ex
+	p.gen = 1
+	e.cur, e.curActive, e.pool, e.inline = p, false, pl, p.inline
+	e.planPtr.Store(p)
+	e.poolPtr.Store(pl)
+	e.ctl.init(e, p, pl)
 	return e, nil
 }
 
@@ -373,13 +329,17 @@ func (e *Engine) Run(progress Progress) error {
 // same way and is returned, as is the first output error. RunContext is
 // called once per engine.
 func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) {
+	if err := e.ctl.start(); err != nil {
+		return err
+	}
 	start := time.Now()
 	defer func() {
-		if e.exec != nil {
-			if cerr := e.exec.Close(); cerr != nil && err == nil {
+		if e.pool != nil {
+			if cerr := e.pool.exec.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("stop workers: %w", cerr)
 			}
 		}
+		e.ctl.stop(e)
 		e.elapsed = time.Since(start)
 		if err == nil {
 			err = e.outErr
@@ -394,10 +354,18 @@ func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) 
 		}
 	}()
 	done := ctx.Done()
-	if e.exec == nil {
-		err = e.runInline(done, progress)
-	} else {
-		err = e.runExec(done, progress)
+	for {
+		if e.pool == nil {
+			err = e.runInline(done, progress)
+		} else {
+			err = e.runExec(done, progress)
+		}
+		if err != errRepool {
+			break
+		}
+		if err = e.repool(); err != nil {
+			break
+		}
 	}
 	e.publish() // the loop's last turn may have returned before publishing
 	derr := e.drainOutputs()
@@ -409,8 +377,13 @@ func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) 
 	return err
 }
 
-// errStopped is the I/O loop's own marker for a stop through the context.
-var errStopped = errors.New("stopped")
+// errStopped is the I/O loop's own marker for a stop through the context;
+// errRepool says that the newest plan needs another executor and nothing
+// is in flight on this one.
+var (
+	errStopped = errors.New("stopped")
+	errRepool  = errors.New("repool")
+)
 
 // stopped polls done without blocking: a nil channel (context.Background)
 // is never done, and the check costs a load per loop turn.
@@ -435,9 +408,72 @@ func (e *Engine) endOfInput(err error) error {
 	return fmt.Errorf("receive on %s: %w", e.in.Name(), err)
 }
 
+// adopt makes p the plan new batches are stamped with. The plan before it
+// keeps its grace period while batches stamped with it are in flight; with
+// none (inline, or an idle pool) it is retired at once. I/O loop only; it
+// allocates only when p's counter layout grew.
+func (e *Engine) adopt(p *plan) {
+	if e.old != nil {
+		e.retire() // Swap waits for a grace period to end; never two at once
+	}
+	e.old, e.cur, e.curActive = e.cur, p, false
+	if p.lay != e.lay {
+		e.adoptLayout(p.lay)
+		e.publish()
+	}
+	if e.pool != nil {
+		e.restamp = len(e.pool.stamps)
+	}
+	if e.pool == nil || e.pool.n == 0 {
+		e.retire()
+	}
+}
+
+// retire ends the old plan's grace period: no batch stamped with it is
+// left, so its runners are quiescent and the control side may fold their
+// counters into the totals.
+func (e *Engine) retire() {
+	if e.old != nil {
+		e.old.retired.Store(true)
+		e.old = nil
+	}
+}
+
+// activate notes the first completed batch of the current plan: the end
+// of the old plan's grace period, and when the swap showed on the data
+// path. Once per plan.
+func (e *Engine) activate() {
+	e.curActive = true
+	e.cur.activeAt.Store(time.Now().UnixNano())
+	e.retire()
+}
+
+// repool moves to the newest plan's own executor once the running one has
+// nothing in flight: the old executor is closed (its workers exit) and
+// the new one, started by Swap, takes over. Nothing is received in
+// between, so nothing is lost; a live port's ring holds what arrives.
+func (e *Engine) repool() error {
+	p := e.planPtr.Load()
+	if e.pool != nil {
+		if err := e.pool.exec.Close(); err != nil {
+			return fmt.Errorf("stop workers for a pool change: %w", err)
+		}
+	}
+	e.old, e.cur, e.curActive = e.cur, p, false
+	e.pool, e.inline, e.restamp = p.pool, p.inline, 0
+	e.poolPtr.Store(p.pool)
+	if p.lay != e.lay {
+		e.adoptLayout(p.lay)
+	}
+	e.retire()
+	e.publish()
+	return nil
+}
+
 func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 	b := e.inline
-	r := e.runners[0]
+	p := e.cur
+	r := p.runners[0]
 	tick := newTicker(progress)
 	idle := 0
 	for {
@@ -445,6 +481,13 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		// the loop (Completers are drained after it).
 		if stopped(done) {
 			return nil
+		}
+		if np := e.planPtr.Load(); np != p {
+			if np.pool != nil || np.inline != nil {
+				return errRepool
+			}
+			e.adopt(np)
+			p, r = np, np.runners[0]
 		}
 		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		b.Clear()
@@ -458,7 +501,10 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		}
 		if n > 0 {
 			r.Process(b)
-			e.complete(b)
+			e.complete(p, b)
+			if !e.curActive {
+				e.activate()
+			}
 			tick.maybe(e.counts.received)
 			worked = true
 		}
@@ -472,9 +518,12 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		}
 		// Nothing received and nothing completed: a live port has nothing
 		// yet, or every frame is out with a Completer.
+		if idle == 0 {
+			r.Publish()
+		}
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, false)
 	}
 }
 
@@ -484,30 +533,59 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 		inErr error
 		idle  int
 		tick  = newTicker(progress)
+		pl    = e.pool
+		ex    = pl.exec
+		// repool: the newest plan needs another executor; stop taking
+		// slots and hand over once this one is empty.
+		repool bool
 	)
 	for {
 		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		for {
-			b, ok := e.exec.Completed()
+			b, ok := ex.Completed()
 			if !ok {
 				break
 			}
-			e.complete(b)
-			e.exec.Release()
+			p := e.cur
+			if pl.stamps != nil {
+				p = pl.pop()
+			}
+			e.complete(p, b)
+			ex.Release()
+			if p == e.cur && !e.curActive {
+				e.activate()
+			}
 			worked = true
 		}
 		if inErr == nil && stopped(done) {
 			inErr = errStopped // stop receiving; what is in flight finishes
 		}
-		if inErr == nil {
-			if cur == nil {
-				if b, ok := e.exec.Acquire(); ok {
+		if inErr == nil && !repool {
+			// A batch boundary: no slot held, or one held with nothing in
+			// it yet (a live port idles that way), whose stamp may change.
+			if cur == nil || cur.Len() == 0 {
+				if np := e.planPtr.Load(); np != e.cur {
+					if np.pool != nil || np.inline != nil || pl.stamps == nil {
+						repool = true
+					} else {
+						e.adopt(np)
+						if cur != nil {
+							e.stampSlot(pl, cur)
+						}
+					}
+				}
+			}
+			if cur == nil && !repool {
+				if b, ok := ex.Acquire(); ok {
 					cur = b
+					if e.restamp > 0 {
+						e.stampSlot(pl, b)
+					}
 				} else {
 					e.counts.execFull++
 				}
 			}
-			if cur != nil {
+			if cur != nil && !repool {
 				had := cur.Len()
 				n, err := e.in.Receive(cur)
 				e.inEngine += cur.Len() - had
@@ -521,7 +599,7 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 					inErr = err
 				}
 				if cur.Len() > 0 && (n == 0 || cur.Len() == cur.Cap() || err != nil) {
-					e.exec.Submit()
+					e.submit(pl)
 					cur = nil
 					worked = true
 				} else if n > 0 {
@@ -529,13 +607,16 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 				}
 			}
 		} else if cur != nil && cur.Len() > 0 {
-			e.exec.Submit()
+			e.submit(pl)
 			cur = nil
 		}
-		if inErr != nil && (cur == nil || cur.Len() == 0) && e.exec.InFlight() == 0 {
+		if (inErr != nil || repool) && (cur == nil || cur.Len() == 0) && ex.InFlight() == 0 {
 			// Everything received is done (a slot acquired and never
 			// filled holds nothing).
-			return e.endOfInput(inErr)
+			if inErr != nil {
+				return e.endOfInput(inErr)
+			}
+			return errRepool
 		}
 		tick.maybe(e.counts.received)
 		if worked {
@@ -543,10 +624,31 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 			idle = 0
 			continue
 		}
+		if e.old != nil && ex.InFlight() == 0 {
+			e.retire() // the old plan's last batches are done, no new one yet
+		}
 		e.idleTurn()
 		idle++
-		ioBackoff(idle)
+		e.idleWait(idle, ex.InFlight() > 0)
 	}
+}
+
+// stampSlot stamps the acquired batch b with the current plan.
+func (e *Engine) stampSlot(pl *pool, b *rings.Batch) {
+	if c := pl.stamps[b]; c.plan != e.cur {
+		c.plan = e.cur
+		if e.restamp > 0 {
+			e.restamp--
+		}
+	}
+}
+
+// submit hands the acquired batch to the executor, recording its stamp.
+func (e *Engine) submit(pl *pool) {
+	if pl.stamps != nil {
+		pl.push(e.cur)
+	}
+	pl.exec.Submit()
 }
 
 // ioBackoff is the I/O loop's idle policy, after idle rounds with nothing

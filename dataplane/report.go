@@ -95,21 +95,22 @@ type SampleCount struct {
 // Report builds the run's report. Call it after Run returns.
 func (e *Engine) Report() Report {
 	c := &e.counts
+	p := e.cur
 	r := Report{
-		Pipeline:      e.graph.Name(),
+		Pipeline:      p.graph.Name(),
 		Input:         e.in.Name(),
 		Received:      c.received,
 		ReceivedBytes: c.receivedBytes,
 		Passed:        c.passPackets,
 		PassedBytes:   c.passBytes,
 	}
-	for i, name := range e.graph.Ports() {
+	for i, name := range e.lay.ports {
 		r.Ports = append(r.Ports, PortCount{Port: name, Packets: c.txPackets[i], Bytes: c.txBytes[i]})
 		r.Transmitted += c.txPackets[i]
 	}
-	reasons := append(append([]string(nil), e.graph.Reasons()...), reasonTxFull, reasonTxError, reasonNoVerdict, reasonPassFull, reasonPassError)
+	reasons := e.lay.reasons
 	for i, reason := range reasons {
-		if c.dropPackets[i] == 0 && (i >= len(e.graph.Reasons()) || strings.HasPrefix(reason, "internal_")) {
+		if c.dropPackets[i] == 0 && (i >= e.lay.engineBase || strings.HasPrefix(reason, "internal_")) {
 			continue // engine and internal reasons appear only when they happened
 		}
 		r.Drops = append(r.Drops, DropCount{Reason: reason, Packets: c.dropPackets[i], Bytes: c.dropBytes[i]})
@@ -117,13 +118,10 @@ func (e *Engine) Report() Report {
 	}
 	r.Balanced = r.Received == r.Transmitted+r.Dropped+r.Passed
 
-	var stats []pipelines.NodeStats
-	for _, run := range e.runners {
-		stats = pipelines.SumStats(stats, run.Stats(nil))
-	}
-	info := e.graph.Stages()
+	stats := e.finalStages(p)
+	info := p.graph.Stages()
 	counters := map[string][]pipelines.Counter{}
-	for _, run := range e.runners {
+	for _, run := range p.runners {
 		for _, sc := range run.Counters(nil) {
 			counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
 		}
@@ -146,11 +144,11 @@ func (e *Engine) Report() Report {
 	if !e.opts.Timing {
 		r.Timing.StageNs = nil
 	}
-	for _, s := range e.samples {
+	for _, s := range p.samples {
 		r.Samples = append(r.Samples, SampleCount{Stage: s.info.Stage, File: s.info.File, Candidates: s.candidate, Written: s.written})
 	}
-	r.Timing.Workers = e.workers
-	r.Timing.BatchSize = e.batch
+	r.Timing.Workers = p.workers
+	r.Timing.BatchSize = p.batch
 	r.Timing.Batches = c.batches
 	r.Timing.ElapsedNs = e.elapsed.Nanoseconds()
 	if e.elapsed > 0 && c.received > 0 {

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
@@ -36,7 +37,34 @@ type Runner struct {
 	// mixed once two terminals took packets or a sampler marked some.
 	outcome rings.Outcome
 	mixed   bool
+	// pub mirrors the node counters for LiveStats on other goroutines;
+	// sincePub is the packets processed since the last publish.
+	pub      []nodePub
+	sincePub int
+	// tap, when set, copies one node's packets (SetTap); loaded once per
+	// batch. curTap is the one taken up: its node is marked tapped, so the
+	// node loop pays one flag test (no extra register) for the feature.
+	tap    atomic.Pointer[Tap]
+	curTap *Tap
+	// badSeen is the bad-edge terminal's packet count at the last
+	// Publish: bad edges are summed only when it moved.
+	badSeen uint64
 }
+
+// nodePub is one node's published counters: single-writer atomics (the
+// runner's goroutine stores, any goroutine loads), the pattern workers'
+// counters use.
+type nodePub struct {
+	calls, packets, bytes, nanos atomic.Uint64
+	edges, edgeBytes             []atomic.Uint64 // the stage's edges, then bad edges summed
+}
+
+// publishEvery bounds how stale LiveStats may be under full load: a
+// publication is a few dozen atomic stores, too much for every batch of an
+// in-memory replay, nothing against a thousand packets. A batch that is not
+// full (a live port with nothing more waiting) publishes at once, so at
+// rest the counters are exact.
+const publishEvery = 1024
 
 type rnode struct {
 	stage    Stage       // nil for terminals
@@ -53,6 +81,7 @@ type rnode struct {
 	vecBytes uint64
 	keepsLen bool
 	marks    bool // its stage registered a sampler: it may set Meta.SampleMask
+	tapped   bool // the runner's tap is on this node (runner goroutine only)
 	// edgePackets and edgeBytes count packets and their bytes by the edge
 	// number the stage wrote, bad ones included (nil for terminals).
 	edgePackets *[256]uint64
@@ -97,8 +126,122 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		copy(rn.table[:], gn.edges)
 	}
+	r.pub = make([]nodePub, len(g.nodes))
+	for i := range g.nodes {
+		if ne := len(g.nodes[i].edges); !g.nodes[i].terminal {
+			r.pub[i].edges = make([]atomic.Uint64, ne+1)
+			r.pub[i].edgeBytes = make([]atomic.Uint64, ne+1)
+		}
+	}
 	return r
 }
+
+// storeIfChanged stores v unless c holds it: the runner is c's only
+// writer, so its own load is exact and cheap, and unchanged counters cost
+// no store.
+func storeIfChanged(c *atomic.Uint64, v uint64) {
+	if c.Load() != v {
+		c.Store(v)
+	}
+}
+
+// Publish stores the node counters for LiveStats. Process calls it after a
+// partial batch and at least every publishEvery packets; the runner's owner
+// calls it when it rests (an idle I/O loop). Only the runner's goroutine
+// may call it.
+func (r *Runner) Publish() {
+	r.sincePub = 0
+	// Edge numbers a stage does not have all lead to the bad-edge drop:
+	// only when it counted packets is there anything to sum (over 256
+	// entries per node, too much for every publish).
+	badMoved := false
+	if bp := r.nodes[r.g.badEdge].packets; bp != r.badSeen {
+		r.badSeen, badMoved = bp, true
+	}
+	for i := range r.nodes {
+		n, p := &r.nodes[i], &r.pub[i]
+		storeIfChanged(&p.calls, n.calls)
+		storeIfChanged(&p.packets, n.packets)
+		storeIfChanged(&p.bytes, n.bytes)
+		storeIfChanged(&p.nanos, n.nanos)
+		if p.edges == nil {
+			continue
+		}
+		ne := len(p.edges) - 1
+		for e := range ne {
+			storeIfChanged(&p.edges[e], n.edgePackets[e])
+			storeIfChanged(&p.edgeBytes[e], n.edgeBytes[e])
+		}
+		if !badMoved {
+			continue
+		}
+		var bad, badBytes uint64
+		for e := ne; e < len(n.edgePackets); e++ {
+			bad += n.edgePackets[e]
+			badBytes += n.edgeBytes[e]
+		}
+		storeIfChanged(&p.edges[ne], bad)
+		storeIfChanged(&p.edgeBytes[ne], badBytes)
+	}
+}
+
+// LiveStats appends the runner's published per-node counts to dst, in
+// Graph.Stages order, like Stats, but safe from any goroutine while the
+// runner processes: each counter is as of the last Publish (at most
+// publishEvery packets old under load, exact at rest). It allocates (the
+// control plane's path).
+func (r *Runner) LiveStats(dst []NodeStats) []NodeStats {
+	for i := range r.pub {
+		p := &r.pub[i]
+		st := NodeStats{
+			Name: r.g.nodes[i].name, Kind: r.g.nodes[i].kind,
+			Calls: p.calls.Load(), Packets: p.packets.Load(), Bytes: p.bytes.Load(), Nanos: p.nanos.Load(),
+		}
+		if p.edges != nil {
+			ne := len(p.edges) - 1
+			st.Edges = make([]uint64, ne, ne+1)
+			st.EdgeBytes = make([]uint64, ne, ne+1)
+			for e := range ne {
+				st.Edges[e], st.EdgeBytes[e] = p.edges[e].Load(), p.edgeBytes[e].Load()
+			}
+			if bad := p.edges[ne].Load(); bad > 0 {
+				st.Edges = append(st.Edges, bad)
+				st.EdgeBytes = append(st.EdgeBytes, p.edgeBytes[ne].Load())
+			}
+		}
+		dst = append(dst, st)
+	}
+	return dst
+}
+
+// takeTap moves the tap mark to t's node (or clears it). Runner
+// goroutine only.
+func (r *Runner) takeTap(t *Tap) {
+	if r.curTap != nil {
+		r.nodes[r.curTap.node].tapped = false
+	}
+	r.curTap = t
+	if t != nil {
+		r.nodes[t.node].tapped = true
+	}
+}
+
+// tapInput and tapEdge copy a tapped node's packets: those arriving, or
+// those leaving by the tapped edge.
+func (r *Runner) tapInput(b *rings.Batch, idx []uint16) {
+	if t := r.curTap; t.edge < 0 {
+		t.take(b, idx, nil, 0)
+	}
+}
+
+func (r *Runner) tapEdge(b *rings.Batch, idx []uint16, next []Edge) {
+	if t := r.curTap; t.edge >= 0 {
+		t.take(b, idx, next, Edge(t.edge))
+	}
+}
+
+// Graph returns the graph the runner runs.
+func (r *Runner) Graph() *Graph { return r.g }
 
 // Process runs the whole graph on b in place. Afterwards every packet has
 // a verdict (Meta.Verdict != VerdictNone) and Meta.Target set. A batch
@@ -106,6 +249,9 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 func (r *Runner) Process(b *rings.Batch) {
 	n := b.Len()
 	r.outcome, r.mixed = rings.Outcome{}, false
+	if t := r.tap.Load(); t != r.curTap {
+		r.takeTap(t)
+	}
 	for start := 0; start < n; start += r.chunk {
 		r.run(b, start, min(start+r.chunk, n))
 	}
@@ -113,6 +259,9 @@ func (r *Runner) Process(b *rings.Batch) {
 		r.outcome.Valid = true
 	}
 	b.Outcome = r.outcome
+	if r.sincePub += n; r.sincePub >= publishEvery || n < b.Cap() {
+		r.Publish()
+	}
 }
 
 // run takes packets [start, end) of b through the graph.
@@ -146,12 +295,12 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 		if len(idx) == 0 {
 			continue
 		}
+		if nd.tapped {
+			r.tapInput(b, idx)
+		}
 		if nd.terminal {
 			verdict, target := nd.verdict, nd.target
-			for _, i := range idx {
-				m := &meta[i]
-				m.Verdict, m.Target = verdict, target
-			}
+			setVerdicts(meta, idx, verdict, target)
 			nd.vec = idx[:0]
 			r.noteTerminal(verdict, target, nd.vecBytes)
 		} else {
@@ -160,6 +309,9 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 			}
 			next := r.next[:len(idx)]
 			nd.stage.Process(b, idx, next)
+			if nd.tapped {
+				r.tapEdge(b, idx, next)
+			}
 			r.scatter(nd, b.Descs, idx, next)
 		}
 		nd.vecBytes = 0
@@ -170,6 +322,18 @@ func (r *Runner) run(b *rings.Batch, start, end int) {
 			nd.nanos += uint64(t1.Sub(t0))
 			t0 = t1
 		}
+	}
+}
+
+// setVerdicts writes a terminal's verdict into its packets' metadata: a
+// loop of its own, so that its registers do not depend on run's (inlined,
+// it costs two instructions more per packet).
+//
+//go:noinline
+func setVerdicts(meta []rings.Meta, idx []uint16, v rings.Verdict, t uint16) {
+	for _, i := range idx {
+		m := &meta[i]
+		m.Verdict, m.Target = v, t
 	}
 }
 

@@ -35,6 +35,9 @@ struct gen_state {
 	__u64 seq;     // runs started
 	__u64 over;    // runs past limit, dropped
 	__u64 rewrite; // runs whose frame was not IPv4/UDP with flows > 1 (sent unchanged)
+	__u64 interval; // pacing: ns between frames, 0 for none (written between runs)
+	__u64 burst;    // pacing: frames the send time may lag the clock by
+	__u64 next;     // pacing: the next send time (ktime ns)
 };
 
 struct {
@@ -55,6 +58,19 @@ int gen_tx(struct xdp_md *ctx)
 	// the program here): BPF_PROG_RUN runs the program on one CPU with
 	// migration disabled, and LiveGen makes one such call at a time, so no
 	// two runs ever race; the syscall boundary orders them across CPUs.
+	// Paced: a run before the next send time sends nothing and takes no
+	// sequence number, so frames leave evenly spaced at 1/interval however
+	// fast the kernel loops; after a gap (between two calls) the send time
+	// catches up by at most burst frames.
+	if (st->interval) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now < st->next)
+			return XDP_DROP;
+		__u64 lag = st->burst * st->interval;
+		if (st->next + lag < now)
+			st->next = now - lag;
+		st->next += st->interval;
+	}
 	__u64 seq = st->seq++;
 	if (seq >= st->limit) {
 		st->over++;

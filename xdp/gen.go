@@ -36,11 +36,19 @@ type LiveGenOptions struct {
 	// BatchSize is the kernel's live-frame batch (frames per page-pool
 	// refill and per transmit flush): 1 to 256, 0 for the kernel's 64.
 	BatchSize int
+	// Rate, when positive, paces the program itself: at most Rate frames
+	// a second, evenly spaced (every run reads the clock; an early one
+	// sends nothing and is not counted), so a paced load needs neither
+	// sleeps nor small calls. After a gap between calls it sends at most
+	// Burst frames back to back to catch up (0: 64).
+	Rate  float64
+	Burst int
 }
 
 // genState mirrors struct gen_state in gen.c.
 type genState struct {
 	Limit, Seq, Over, Unchanged uint64
+	Interval, Burst, Next       uint64
 }
 
 // LiveGenCounts are the program's counters since the LiveGen was made.
@@ -90,6 +98,9 @@ func NewLiveGen(o LiveGenOptions) (*LiveGen, error) {
 	if int(o.BasePort)+o.Flows-1 > 0xffff {
 		return nil, fmt.Errorf("live gen base port %d + %d flows: ports past 65535", o.BasePort, o.Flows)
 	}
+	if o.Rate < 0 || o.Rate > 1e9 || o.Burst < 0 {
+		return nil, fmt.Errorf("live gen rate %g, burst %d: want a rate in [0, 1e9] and a burst >= 0", o.Rate, o.Burst)
+	}
 	if o.BatchSize < 0 || o.BatchSize > 256 {
 		return nil, fmt.Errorf("live gen batch size %d: want 0 to 256", o.BatchSize)
 	}
@@ -111,6 +122,16 @@ func NewLiveGen(o LiveGenOptions) (*LiveGen, error) {
 		return nil, fmt.Errorf("load generator program: %w", err)
 	}
 	g.pinErr = g.pin()
+	if o.Rate > 0 {
+		st := genState{Interval: max(1, uint64(1e9/o.Rate)), Burst: uint64(o.Burst)}
+		if st.Burst == 0 {
+			st.Burst = 64
+		}
+		if err := g.objs.GenState.Update(uint32(0), &st, ebpf.UpdateExist); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("set generator pace: %w", err)
+		}
+	}
 	return g, nil
 }
 

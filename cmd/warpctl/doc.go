@@ -4,6 +4,13 @@
 //	warpctl validate [--json] PIPELINE.yaml...
 //	warpctl bench [--capture FILE] [--cpu N] [--json FILE]
 //	warpctl version
+//	warpctl pipeline validate|load|swap|list|show|rm ...   (validate is offline)
+//	warpctl stats [--watch] | top [--sort KEY] | ports | capture start|stop|status
+//
+// The commands after version drive a running warpflowd over its control
+// socket (--socket, $WARPCTL_SOCKET, default /run/warpflow/warpflowd.sock)
+// through internal/control/client; every read command takes --json. They
+// add two exit codes: 4 daemon unreachable, 5 refused by the daemon.
 //
 // replay runs captures through a pipeline offline and deterministically
 // (with no capture: an embedded sample through the embedded default

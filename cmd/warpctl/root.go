@@ -64,5 +64,6 @@ func newRootCommand() *cobra.Command {
 	})
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand(), newVersionCommand())
 	root.AddCommand(newLabCommand(), newGenCommand())
+	root.AddCommand(newControlCommands()...)
 	return root
 }

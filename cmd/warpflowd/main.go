@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/daemon"
 	"github.com/warpflow/warpflow/pipelines"
 )
@@ -56,12 +57,14 @@ func main() {
 }
 
 type flags struct {
-	config, pipeline, attach, bind, ports, cpus string
-	ifaces                                      []string
-	workers                                     int
-	logFormat, logLevel, onLinkLoss, pass       string
-	offload                                     string
-	statsInterval                               time.Duration
+	config, pipeline, attach, bind, ports, cpus  string
+	ifaces                                       []string
+	workers                                      int
+	logFormat, logLevel, onLinkLoss, pass        string
+	offload                                      string
+	statsInterval                                time.Duration
+	socket, socketGroup, controlTCP, metricsAddr string
+	timing                                       bool
 }
 
 func newCommand() *cobra.Command {
@@ -98,6 +101,11 @@ Flags override the config file's fields. Exit codes: 0 clean stop,
 	fl.DurationVar(&f.statsInterval, "stats-interval", -1, "log a stats line this often (0: never)")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error")
+	fl.StringVar(&f.socket, "socket", "", "control socket path (default /run/warpflow/warpflowd.sock)")
+	fl.StringVar(&f.socketGroup, "socket-group", "", "group allowed on the control socket (mode 0660); default: owner only (0600)")
+	fl.StringVar(&f.controlTCP, "control-tcp", "", "also serve the control API on TCP (a bare port listens on loopback); off by default")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address (a bare port listens on loopback); off by default")
+	fl.BoolVar(&f.timing, "timing", false, "measure per-stage time (stats ns/packet; a clock read per stage per batch)")
 	return cmd
 }
 
@@ -128,10 +136,32 @@ func run(cmd *cobra.Command, f flags) error {
 		}
 		return err
 	}
+	co := control.DefaultOptions()
+	co.Socket, co.Group, co.TCP = cfg.Control.Socket, cfg.Control.Group, cfg.Control.TCP
+	srv, err := control.NewServer(co, d.Backend(), log)
+	if err != nil {
+		d.Close()
+		return err
+	}
+	srv.Serve()
+	log.Info("control API", "listen", srv.Addrs())
+	var metrics *control.MetricsServer
+	if cfg.MetricsAddr != "" {
+		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats); err != nil {
+			srv.Close()
+			d.Close()
+			return err
+		}
+		log.Info("metrics", "listen", metrics.Addr(), "path", "/metrics")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("running", "pipeline", cfg.PipelinePath(), "pid", os.Getpid())
 	runErr := d.Run(ctx)
+	srv.Close()
+	if metrics != nil {
+		metrics.Close()
+	}
 	closeErr := d.Close()
 	if runErr != nil {
 		return runErr
@@ -213,6 +243,21 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 	}
 	if f.logLevel != "" {
 		cfg.Log.Level = f.logLevel
+	}
+	if f.socket != "" {
+		cfg.Control.Socket = f.socket
+	}
+	if f.socketGroup != "" {
+		cfg.Control.Group = f.socketGroup
+	}
+	if f.controlTCP != "" {
+		cfg.Control.TCP = f.controlTCP
+	}
+	if f.metricsAddr != "" {
+		cfg.MetricsAddr = f.metricsAddr
+	}
+	if f.timing {
+		cfg.Timing = true
 	}
 	return nil
 }

@@ -27,6 +27,21 @@
 // comes from the rings' shared indices (FramePlaces), read with atomics, so
 // the accounting can be read from another goroutine while the queue runs.
 //
+// # Idle: spin, then poll
+//
+// A receiving Port is a dataplane.Waiter: when a turn of the engine's loop
+// found nothing, Wait spins for a few turns, then sleeps in poll(2) until
+// the kernel puts a packet on the RX ring (its wake-up comes at the end of
+// each NAPI poll, with a batch) or the engine's timeout ends. The spin
+// budget adapts: it doubles when packets arrived while spinning (the
+// kernel's receive work runs on another core, so spinning saves a wake-up)
+// and halves when a spin ran out (down to 2 turns). Where the kernel's
+// receive work shares the dataplane's core (threaded NAPI pinned there, or
+// a NIC's interrupt), nothing can arrive while the loop spins, so the loop
+// soon yields at once and the kernel thread gets the core: no receive
+// livelock. runtime.Gosched would not do: it does not give up the OS
+// thread. Polls counts the sleeps.
+//
 // # Hazards
 //
 // A port is driven by one goroutine, the engine's I/O loop. The kernel

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/rings"
@@ -31,6 +32,16 @@ type Port struct {
 	// completion ring. Written by the I/O loop only.
 	outstanding int
 
+	// Adaptive idle (Wait): spin is how many idle turns to spin before
+	// sleeping in poll(2), doubled when packets arrived during a spin and
+	// halved when a spin ran out; limit is the current idle stretch's
+	// (spin, or a probe), spun its turns so far, slept whether it reached
+	// poll; stretches counts idle stretches. I/O loop only.
+	spin, limit, spun int
+	stretches         uint
+	slept             bool
+	waitErr           error // a failed poll, returned by the next Receive
+
 	stats  portCounters
 	err    error       // first socket error seen (ENETDOWN after the link went)
 	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
@@ -50,6 +61,7 @@ var (
 	_ dataplane.Completer     = (*Port)(nil)
 	_ dataplane.FrameReporter = (*Port)(nil)
 	_ dataplane.FrameTracker  = (*Port)(nil)
+	_ dataplane.Waiter        = (*Port)(nil)
 )
 
 // portCounters are written by the I/O loop and read by Counters from any
@@ -70,6 +82,9 @@ type portCounters struct {
 	// kicks and wakeups count the syscalls need_wakeup asked for.
 	kicks, wakeups atomic.Uint64
 	kickErrors     atomic.Uint64
+	// polls counts the waits that slept in poll(2), pollErrors those it
+	// refused.
+	polls, pollErrors atomic.Uint64
 }
 
 // Counters is a port's own counters.
@@ -77,6 +92,8 @@ type Counters struct {
 	RXPackets, TXPackets, Completions uint64
 	FillStarved, TXRingFull           uint64
 	Kicks, Wakeups, KickErrors        uint64
+	// Polls counts idle waits that gave the CPU up in poll(2).
+	Polls, PollErrors uint64
 }
 
 // ErrBadOptions reports options that cannot make a port.
@@ -95,6 +112,7 @@ func NewPort(name string, sock *xdp.Socket, arena *rings.Arena, receive bool, in
 		receive:   receive,
 		inPort:    inPort,
 		frameMask: uint64(arena.FrameSize() - 1),
+		spin:      minSpin,
 	}
 	if receive {
 		// The first Receive fills the fill ring: after NewEngine has
@@ -175,6 +193,9 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 	if p.trackErr != nil {
 		return 0, p.trackErr
 	}
+	if p.waitErr != nil {
+		return 0, p.waitErr
+	}
 	p.refill()
 	rx := p.sock.RX()
 	want := b.Cap() - b.Len()
@@ -190,6 +211,7 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 	if got > 0 {
 		rx.Release(got)
 		p.stats.rxPackets.Add(uint64(got))
+		p.idleEnded()
 		return got, nil
 	}
 	if p.sock.Fill().NeedWakeup() {
@@ -199,6 +221,82 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// Spin budget bounds for Wait, in idle turns of the I/O loop (each one a
+// Receive, a completion poll and a Wait: some tens of ns).
+const (
+	minSpin = 2
+	maxSpin = 4096
+	// At the floor, one idle stretch in probeEvery spins probeSpin turns:
+	// without it a budget that shrank (a burst of waits) could never
+	// learn that packets now come from another core.
+	probeSpin  = 1024
+	probeEvery = 16
+)
+
+// idleEnded adapts the spin budget when packets arrive: spinning paid when
+// they came before the spin ran out, so the next idle stretch spins
+// longer.
+func (p *Port) idleEnded() {
+	if p.spun > 0 && !p.slept {
+		p.spin = min(max(2*p.spin, 2*p.spun), maxSpin)
+	}
+	p.spun, p.limit, p.slept = 0, 0, false
+}
+
+// Wait is the engine's idle wait (dataplane.Waiter). With packets on the RX
+// ring, or completions to collect, it returns at once. Otherwise it spins
+// (returns at once) for the current spin budget of idle turns, then gives
+// the CPU to the kernel in poll(2) until a packet arrives or timeout ends.
+//
+// The budget adapts to where the kernel's receive work runs. When it runs
+// on another core (veth's default NAPI: the sender's softirq), packets
+// arrive while the loop spins, spinning pays and the budget grows: no
+// syscall, no wake-up on a busy port. When it runs on this core (threaded
+// NAPI pinned beside the dataplane, or a NIC's interrupt here), nothing
+// can arrive while the loop spins, every spin runs out, the budget shrinks
+// to its floor (with a longer probe now and then) and the loop sleeps at
+// once: the kernel thread gets the
+// core, fills the RX ring, and its wake-up brings the loop back with a
+// batch. Spinning there instead is receive livelock: the kernel gets the
+// core only when the scheduler takes it from the spinner, fills the rings
+// in one go and drops the rest of its slice.
+func (p *Port) Wait(timeout time.Duration) {
+	if !p.receive || p.closed.Load() || p.waitErr != nil {
+		return
+	}
+	rx := p.sock.RX()
+	if rx.Producer() != rx.Consumer() {
+		return
+	}
+	if p.outstanding > 0 {
+		if c := p.sock.Completion(); c.Producer() != c.Consumer() {
+			return
+		}
+	}
+	if p.spun == 0 && p.limit == 0 { // a new idle stretch
+		p.stretches++
+		p.limit = p.spin
+		if p.spin <= minSpin && p.stretches%probeEvery == 0 {
+			p.limit = probeSpin
+		}
+	}
+	if p.spun < p.limit {
+		p.spun++
+		return
+	}
+	if !p.slept {
+		if p.limit == p.spin {
+			p.spin = max(p.spin/2, minSpin)
+		}
+		p.slept = true
+	}
+	p.stats.polls.Add(1)
+	if _, err := p.sock.Poll(timeout); err != nil {
+		p.stats.pollErrors.Add(1)
+		p.waitErr = p.fail(err) // Receive reports it
+	}
 }
 
 // fail records the socket's first error and returns it.
@@ -316,6 +414,7 @@ func (p *Port) Counters() Counters {
 		RXPackets: s.rxPackets.Load(), TXPackets: s.txPackets.Load(), Completions: s.completions.Load(),
 		FillStarved: s.fillStarved.Load(), TXRingFull: s.txRingFull.Load(),
 		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(),
+		Polls: s.polls.Load(), PollErrors: s.pollErrors.Load(),
 	}
 }
 

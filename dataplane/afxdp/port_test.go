@@ -17,7 +17,7 @@ import (
 	"github.com/warpflow/warpflow/xdp"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -29,7 +29,7 @@ func requireRoot(t *testing.T) {
 
 // labQueue builds a lab and, inside its dataplane namespace, attaches the
 // redirect program to dp0 and opens queue 0 of dp0 with dp1 as an output.
-func labQueue(t *testing.T, frames int) (*lab.Topology, *afxdp.Queue) {
+func labQueue(t testing.TB, frames int) (*lab.Topology, *afxdp.Queue) {
 	t.Helper()
 	requireRoot(t)
 	var b [3]byte
@@ -216,5 +216,19 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 	}
 	if c := tx.Counters(); c.TXPackets != c.Completions || c.TXPackets != transmitted {
 		t.Errorf("tx counters %+v, transmitted %d", c, transmitted)
+	}
+}
+
+// TestOpenQueueFailsCleanly: a queue whose socket cannot be made (no such
+// interface) fails with an error, after unwinding its UMEM; no panic.
+func TestOpenQueueFailsCleanly(t *testing.T) {
+	requireRoot(t)
+	q, err := afxdp.OpenQueue(afxdp.QueueOptions{
+		Interface: "nonexist0", Queue: 0,
+		UMEM:   xdp.UMEMOptions{Frames: 4096, FrameSize: 2048},
+		Socket: xdp.DefaultSocketOptions("nonexist0", 0),
+	})
+	if err == nil || q != nil {
+		t.Fatalf("OpenQueue on a missing interface: %v, %v", q, err)
 	}
 }

@@ -94,10 +94,13 @@ type Queue struct {
 // OpenQueue maps the queue's UMEM and binds its sockets. On failure it
 // unwinds what it made.
 func OpenQueue(o QueueOptions) (q *Queue, err error) {
-	q = &Queue{opts: o, tx: map[string]*Port{}, copies: map[string]*CopyPort{}}
+	// made, not q: every `return nil, err` below sets q to nil before
+	// this runs.
+	made := &Queue{opts: o, tx: map[string]*Port{}, copies: map[string]*CopyPort{}}
+	q = made
 	defer func() {
 		if err != nil {
-			q.Close()
+			made.Close()
 			q = nil
 		}
 	}()

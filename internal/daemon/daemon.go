@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/workers"
@@ -38,6 +40,18 @@ type Daemon struct {
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
 	off        offloadState // the kernel half of the split pipeline (offload.go)
+
+	// The control side: the pipeline store and the running pipeline's
+	// name (ctlMu serialises loads, swaps, removes and captures), the
+	// interfaces the queues transmit on, the capture.
+	started time.Time
+	swaps   atomic.Uint64
+	ctlMu   sync.Mutex
+	store   map[string]*stored
+	running string
+	outputs []string
+	capMu   sync.Mutex
+	capture *capture
 }
 
 // queue is one served receive queue and its engine.
@@ -56,27 +70,37 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}}
+	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}, store: map[string]*stored{}, started: time.Now()}
 	d = made
 	defer func() {
 		if err != nil {
 			made.Close() // the returns below have already set d to nil
 		}
 	}()
-	d.graph, err = pipelines.LoadFile(cfg.PipelinePath())
+	src, err := os.ReadFile(cfg.PipelinePath())
+	if err != nil {
+		return nil, fmt.Errorf("read pipeline config: %w", err)
+	}
+	d.graph, err = pipelines.Load(cfg.PipelinePath(), src)
 	if err != nil {
 		return nil, err
 	}
-	if d.off.mode, d.off.plan, err = planOffload(cfg.Offload, cfg.PipelinePath(), nil); err != nil {
+	if d.off.mode, d.off.plan, err = planOffload(cfg.Offload, cfg.PipelinePath(), src); err != nil {
 		return nil, err
 	}
-	if err := d.checkPass(); err != nil {
+	if err := d.checkPass(d.graph); err != nil {
 		return nil, err
 	}
-	portIface, err := d.portInterfaces()
+	portIface, err := d.portInterfaces(d.graph)
 	if err != nil {
 		return nil, err
 	}
+	name := d.graph.Name()
+	if control.ValidName(name) != nil {
+		name = "startup"
+	}
+	d.store[name] = &stored{name: name, file: cfg.PipelinePath(), source: string(src), graph: d.graph, at: time.Now(), by: "config"}
+	d.running = name
 	if err := xdp.Probe(); err != nil {
 		return nil, explain("AF_XDP", err)
 	}
@@ -87,6 +111,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		}
 	}
 	outputs := uniqueValues(portIface)
+	d.outputs = outputs
 	var inPort uint16
 	for _, in := range cfg.Interfaces {
 		if !in.Receives() {
@@ -145,32 +170,32 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 }
 
 // checkPass refuses a pipeline that can pass when the config says so.
-func (d *Daemon) checkPass() error {
+func (d *Daemon) checkPass(g *pipelines.Graph) error {
 	if d.cfg.Pass != "refuse" {
 		return nil
 	}
-	for _, st := range d.graph.Stages() {
+	for _, st := range g.Stages() {
 		if st.Kind == "pass" {
-			return fmt.Errorf("pipeline %q stage %q passes packets to the kernel, which an AF_XDP port cannot do: remove the pass stage, or set `pass: drop` in the daemon config to count them as dropped (reason pass_full)", d.graph.Name(), st.Name)
+			return fmt.Errorf("pipeline %q stage %q passes packets to the kernel, which an AF_XDP port cannot do: remove the pass stage, or set `pass: drop` in the daemon config to count them as dropped (reason pass_full)", g.Name(), st.Name)
 		}
 	}
 	return nil
 }
 
-// portInterfaces maps every tx port of the pipeline to its interface.
-func (d *Daemon) portInterfaces() (map[string]string, error) {
+// portInterfaces maps every tx port of pipeline g to its interface.
+func (d *Daemon) portInterfaces(g *pipelines.Graph) (map[string]string, error) {
 	known := map[string]bool{}
 	for _, in := range d.cfg.Interfaces {
 		known[in.Name] = true
 	}
 	m := map[string]string{}
-	for _, port := range d.graph.Ports() {
+	for _, port := range g.Ports() {
 		iface, ok := d.cfg.Ports[port]
 		if !ok {
 			iface = port
 		}
 		if !known[iface] {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q, which is no configured interface: add `ports: {%s: IFACE}` to the daemon config", d.graph.Name(), port, port)
+			return nil, fmt.Errorf("pipeline %q transmits on port %q, which is no configured interface: add `ports: {%s: IFACE}` to the daemon config", g.Name(), port, port)
 		}
 		m[port] = iface
 	}
@@ -197,9 +222,9 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	if n := len(d.queues) - 1; n < len(cfg.CPUs) {
 		qq.cpu = cfg.CPUs[n]
 	}
-	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
-	for port, out := range portIface {
-		outs.Ports[port] = q.Output(out)
+	outs := qq.outputsFor(portIface)
+	for _, out := range outputs {
+		outs.Spare = append(outs.Spare, q.Output(out))
 	}
 	for out, c := range q.Copies() {
 		d.log.Warn("output copies packets", "interface", out, "queue", qi, "reason", c.Reason())
@@ -209,7 +234,7 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	}
 	eo := dataplane.DefaultOptions()
 	eo.Workers = cfg.WorkersPerQueue
-	eo.Timing = false
+	eo.Timing = cfg.Timing
 	eo.TrackFrames = cfg.TrackFrames
 	qq.eng, err = dataplane.NewEngine(d.graph, q.Arena(), q.RX(), outs, eo)
 	if err != nil {
@@ -386,6 +411,9 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 func (d *Daemon) Close() error {
 	var errs []error
 	d.closeOnce.Do(func() {
+		d.ctlMu.Lock()
+		d.captureStopLocked("the daemon stopped")
+		d.ctlMu.Unlock()
 		for _, qq := range d.queues {
 			if err := qq.q.Close(); err != nil {
 				errs = append(errs, err)

@@ -10,6 +10,16 @@
 // interface is logged with its name, counted, and either stops the daemon
 // (on_link_loss: exit) or only the queues that used it (continue).
 //
+// The control side (control.go, capture.go) is the backend of the control
+// API (internal/control): a store of compiled pipelines (the startup one,
+// and what `warpctl pipeline load` added), a swap that takes every queue's
+// engine to a stored pipeline live (dataplane.Engine.Swap; a queue that
+// refuses sends those already swapped back), stats read without pausing
+// the data path, the ports and what the kernel granted, and a capture tap
+// (pipelines.Tap) drained to a pcap file by a goroutine of its own. Loads,
+// swaps, removes and captures are serialised by one mutex; reads take
+// none on the data path.
+//
 // Setup failures come back as one error line that names the cause and the
 // fix (a missing interface, a missing capability, a kernel without AF_XDP,
 // a queue another process holds), with everything made so far undone.

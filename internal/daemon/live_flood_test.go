@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -169,30 +168,11 @@ func pinNewNAPIThreads(t *testing.T, before map[int]string, cpu int) {
 	t.Logf("pinned %v to CPU %d", pinned, cpu)
 }
 
-var (
-	ctlOnce sync.Once
-	ctlBin  string
-	ctlErr  error
-)
-
 // runGen runs `warpctl gen` (the XDP live-frame engine) pinned to CPU 0,
 // the daemon being on CPU 1, and returns its JSON summary.
 func runGen(t *testing.T, name string, topo *lab.Topology, flows int, srcPort uint16, rate float64, d time.Duration) gen.Result {
 	t.Helper()
-	ctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "warpctl-bin-")
-		if err != nil {
-			ctlErr = err
-			return
-		}
-		ctlBin = filepath.Join(dir, "warpctl")
-		if out, err := exec.Command("go", "build", "-o", ctlBin, "github.com/warpflow/warpflow/cmd/warpctl").CombinedOutput(); err != nil {
-			ctlErr = fmt.Errorf("go build warpctl: %v\n%s", err, out)
-		}
-	})
-	if ctlErr != nil {
-		t.Fatal(ctlErr)
-	}
+	ctlBin := warpctlBinary(t)
 	args := []string{"-c", "0", ctlBin, "gen", "--netns", topo.Gen.Namespace, "--iface", topo.Gen.Name,
 		"--flows", strconv.Itoa(flows), "--src-port", strconv.Itoa(int(srcPort)), "--rate", strconv.FormatFloat(rate, 'f', 0, 64),
 		"--count", "500000000", "--duration", d.String(), "--json"}

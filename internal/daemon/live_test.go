@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,11 @@ func daemonBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "warpflowd")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/warpflow/warpflow/cmd/warpflowd").CombinedOutput()
+		args := []string{"build", "-o", builtBin}
+		if raceEnabled {
+			args = append(args, "-race") // the daemon's goroutines checked too
+		}
+		out, err := exec.Command("go", append(args, "github.com/warpflow/warpflow/cmd/warpflowd")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build warpflowd: %v\n%s", err, out)
 		}
@@ -105,6 +110,18 @@ func newLabQueues(t *testing.T, queues int) *lab.Topology {
 	return topo
 }
 
+// socketDir is a private directory for a daemon's control socket, short
+// enough for a unix socket's path limit.
+func socketDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wf-ctl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // inNS returns a command that runs name in network namespace ns. nsenter
 // rather than `ip netns exec`, which would remount /sys and hide bpffs.
 func inNS(ns, name string, args ...string) *exec.Cmd {
@@ -123,6 +140,10 @@ type daemonProc struct {
 
 func startDaemon(t *testing.T, ns string, args ...string) *daemonProc {
 	t.Helper()
+	if !slices.Contains(args, "--socket") {
+		// A control socket of its own: other daemons run on this machine.
+		args = append(args, "--socket", filepath.Join(socketDir(t), "ctl.sock"))
+	}
 	cmd := inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

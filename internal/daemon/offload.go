@@ -162,3 +162,27 @@ func (d *Daemon) addKernelReasons(t *Counts) {
 		}
 	}
 }
+
+// swapKernelRules replans the split for pipeline (file, src), just made
+// the running one, and loads it into every program. A pipeline whose plan
+// fails gets an empty kernel set (everything to the workers, which run
+// the whole pipeline: always correct) and an error in the log. Each frame
+// sees the old pipeline's kernel rules or the new one's, never a mix; the
+// workers, running the new pipeline, decide the rest.
+func (d *Daemon) swapKernelRules(file, src string) {
+	_, plan, err := planOffload(d.off.mode.String(), file, []byte(src))
+	if err != nil {
+		d.log.Error("plan the pipeline split; the kernel decides nothing until the next swap", "pipeline", file, "err", err)
+		plan = nil
+	}
+	names := make([]string, 0, len(d.progs))
+	for n := range d.progs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := d.loadKernelRules(n, d.progs[n], plan); err != nil {
+			d.log.Error("swap the kernel rules", "interface", n, "err", err)
+		}
+	}
+}

@@ -1,101 +1,47 @@
 package daemon
 
 import (
-	"log/slog"
+	"time"
 
-	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
-	"github.com/warpflow/warpflow/xdp"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
-// Stats is what the daemon counted, in total and per queue. Every field
-// is read without pausing the data path: the engines' published counters,
-// their frame accounting, the rings' indices, the sockets' and the XDP
-// program's kernel counters.
-type Stats struct {
-	Totals     Counts       `json:"totals"`
-	Queues     []QueueStats `json:"queues"`
-	LinkLosses uint64       `json:"link_losses"`
-}
-
-// Counts are verdict counters and frame accounting, summed or per queue.
-type Counts struct {
-	Received    uint64            `json:"received"`
-	Transmitted uint64            `json:"transmitted"`
-	Dropped     uint64            `json:"dropped"`
-	Passed      uint64            `json:"passed"`
-	Drops       map[string]uint64 `json:"drops"` // by reason, zero counts left out
-	// Balanced is received == transmitted + dropped + passed.
-	Balanced bool   `json:"balanced"`
-	Frames   Frames `json:"frames"`
-	// Redirected is what the XDP programs handed to the queues' sockets;
-	// NoSocket what they passed to the kernel's stack for want of a
-	// socket on the frame's queue.
-	Redirected uint64 `json:"xdp_redirected"`
-	NoSocket   uint64 `json:"xdp_no_socket"`
-	// XDPDropped and XDPPassed are the frames the XDP program's kernel
-	// rules decided (offload.go); they are in Received and Dropped or
-	// Passed too.
-	XDPDropped uint64 `json:"xdp_dropped"`
-	XDPPassed  uint64 `json:"xdp_passed"`
-	// TXCopied counts packets an output copied into a UMEM of its own
-	// because it could not share the receiving queue's (afxdp.CopyPort).
-	TXCopied uint64 `json:"tx_copied"`
-	// Kernel counts frames the kernel dropped before the engine saw them
-	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
-	// descriptors), by reason.
-	Kernel map[string]uint64 `json:"kernel_drops"`
-}
-
-// Frames is a frame account with its total.
-type Frames struct {
-	dataplane.FrameAccount
-	Total int `json:"total"`
-}
-
-// LogValue logs a frame account as a group of its places (text logs would
-// print the nested struct otherwise); zero places are left out.
-func (f Frames) LogValue() slog.Value {
-	a := f.FrameAccount
-	attrs := []slog.Attr{slog.Int("total", f.Total)}
-	for _, p := range []struct {
-		name string
-		n    int
-	}{
-		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
-		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
-		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
-	} {
-		if p.n != 0 {
-			attrs = append(attrs, slog.Int(p.name, p.n))
-		}
-	}
-	return slog.GroupValue(attrs...)
-}
-
-// QueueStats is one queue's view.
-type QueueStats struct {
-	Queue  string `json:"queue"`
-	Attach string `json:"attach"`
-	Bind   string `json:"bind"`
-	Counts
-	// Program is the XDP program's counters for this queue.
-	Program xdp.QueueCounters `json:"program"`
-	// Ports are the queue's AF_XDP ports' own counters (kicks, wake-ups,
-	// a TX ring found full, a fill ring left starved), by port name.
-	Ports map[string]afxdp.Counters `json:"ports"`
-}
+// The stats types are the control API's: the daemon fills them, warpctl
+// and the Prometheus exposition read them.
+type (
+	Stats      = control.Stats
+	Counts     = control.Counts
+	Frames     = control.Frames
+	QueueStats = control.QueueStats
+)
 
 // Stats reads every queue's counters. Safe while Run runs; it must not race
 // Close.
 func (d *Daemon) Stats() Stats {
-	s := Stats{LinkLosses: d.linkLosses.Load()}
+	s := Stats{LinkLosses: d.linkLosses.Load(), Swaps: d.swaps.Load(), UptimeNs: time.Since(d.started).Nanoseconds()}
+	if len(d.queues) > 0 {
+		s.Generation, s.Pipeline = d.queues[0].eng.Generation()
+	}
+	if ci := d.captureInfo(); ci.Active || ci.Stopped != "" {
+		s.Capture = &ci
+	}
 	s.Totals.Drops, s.Totals.Kernel = map[string]uint64{}, map[string]uint64{}
+	s.Totals.Ports = map[string]control.PortCount{}
 	for _, qq := range d.queues {
 		qs := d.queueStats(qq)
 		s.Queues = append(s.Queues, qs)
 		t := &s.Totals
 		t.Received += qs.Received
+		t.ReceivedBytes += qs.ReceivedBytes
+		t.Batches += qs.Batches
+		for k, v := range qs.Counts.Ports {
+			pc := t.Ports[k]
+			pc.Packets += v.Packets
+			pc.Bytes += v.Bytes
+			t.Ports[k] = pc
+		}
 		t.Transmitted += qs.Transmitted
 		t.Dropped += qs.Dropped
 		t.Passed += qs.Passed
@@ -114,6 +60,7 @@ func (d *Daemon) Stats() Stats {
 	}
 	d.addKernelReasons(&s.Totals)
 	s.Totals.Balanced = s.Totals.Received == s.Totals.Transmitted+s.Totals.Dropped+s.Totals.Passed
+	s.Totals.BatchFill = fill(s.Totals.Received, s.Totals.Batches)
 	return s
 }
 
@@ -125,9 +72,11 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 		Bind:  rx.Socket().Bound().String(),
 		Ports: map[string]afxdp.Counters{},
 		Counts: Counts{
-			Received: snap.Received, Transmitted: snap.Transmitted, Dropped: snap.Dropped, Passed: snap.Passed,
-			Drops: map[string]uint64{}, Kernel: map[string]uint64{},
+			Received: snap.Received, ReceivedBytes: snap.ReceivedBytes, Transmitted: snap.Transmitted, Dropped: snap.Dropped, Passed: snap.Passed,
+			Drops: map[string]uint64{}, Kernel: map[string]uint64{}, Ports: map[string]control.PortCount{},
+			Batches: snap.Batches, BatchFill: fill(snap.Received, snap.Batches),
 		},
+		Workers: qq.eng.WorkerStats(),
 	}
 	qs.Balanced = qs.Received == qs.Transmitted+qs.Dropped+qs.Passed
 	for _, dc := range snap.Drops {
@@ -135,6 +84,10 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 			qs.Drops[dc.Reason] = dc.Packets
 		}
 	}
+	for _, pc := range snap.Ports {
+		qs.Counts.Ports[pc.Port] = control.PortCount{Packets: pc.Packets, Bytes: pc.Bytes}
+	}
+	qs.Stages = stageStats(qq.eng.Graph(), qq.eng.Stages())
 	fa := qq.eng.Frames()
 	qs.Frames = Frames{FrameAccount: fa, Total: fa.Total()}
 	if prog := d.progs[qq.q.Interface()]; prog != nil {
@@ -196,4 +149,51 @@ func (d *Daemon) logStats(msg string) {
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
 	}
+}
+
+func fill(packets, batches uint64) float64 {
+	if batches == 0 {
+		return 0
+	}
+	return float64(packets) / float64(batches)
+}
+
+// stageStats turns the engine's node counters into the API's, with each
+// stage's drops by reason (the packets it sent to drop terminals).
+func stageStats(g *pipelines.Graph, nodes []pipelines.NodeStats) []control.StageStats {
+	info := g.Stages()
+	out := make([]control.StageStats, 0, len(nodes))
+	for _, n := range nodes {
+		st := control.StageStats{Name: n.Name, Kind: n.Kind, Calls: n.Calls, Packets: n.Packets, Bytes: n.Bytes, Nanos: n.Nanos}
+		if n.Packets > 0 && n.Nanos > 0 {
+			st.NsPerPacket = float64(n.Nanos) / float64(n.Packets)
+		}
+		for _, si := range info {
+			if si.Name != n.Name {
+				continue
+			}
+			for e, c := range n.Edges {
+				if c == 0 {
+					continue
+				}
+				reason := pipelines.BadEdgeReason
+				if e < len(si.Edges) {
+					reason = ""
+					for _, t := range info {
+						if t.Name == si.Edges[e] && t.Kind == "drop" {
+							reason = t.Target
+						}
+					}
+				}
+				if reason != "" {
+					if st.Drops == nil {
+						st.Drops = map[string]uint64{}
+					}
+					st.Drops[reason] += c
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
 }

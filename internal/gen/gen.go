@@ -75,6 +75,15 @@ type Options struct {
 	Count    uint64        // stop after this many frames (required: > 0)
 	Duration time.Duration // and after this long (required: > 0)
 
+	// Burst, with Rate, asks for smooth pacing: at most Burst frames back
+	// to back. The live engine (synthetic frames) then paces in its program
+	// (xdp.LiveGenOptions.Rate: frames evenly spaced, Burst the most it
+	// catches up after a gap between calls); the afxdp engine puts at most
+	// Burst frames on the ring per call and spins through the waits, which
+	// are shorter than a sleep can be. Either way the sender keeps its CPU
+	// busy. 0: paced by the loop in calls of about 1 ms worth.
+	Burst int
+
 	// Progress, when set, is called about once a second from the sending
 	// goroutine.
 	Progress func(Progress)
@@ -119,6 +128,9 @@ func (o Options) validate() error {
 	}
 	if o.Rate < 0 {
 		return fmt.Errorf("gen rate %g: must not be negative", o.Rate)
+	}
+	if o.Burst < 0 {
+		return fmt.Errorf("gen burst %d: must not be negative", o.Burst)
 	}
 	if o.Capture == "" {
 		if o.Flows < 1 || o.Flows > xdp.MaxGenFlows {
@@ -181,6 +193,13 @@ type Result struct {
 
 	// Warnings name frames the interface's counters say did not go out.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// programPaced reports whether the live program paces the run itself: a
+// synthetic run with a Burst (one frame, repeated); a capture's frames go
+// one call each and are paced by the loop.
+func programPaced(o Options) bool {
+	return o.Rate > 0 && o.Burst > 0 && o.Engine == EngineLive && o.Capture == ""
 }
 
 // sender is one engine. Both counts are cumulative.
@@ -283,8 +302,17 @@ func run(ctx context.Context, o Options, frames [][]byte) (Result, error) {
 	if o.Engine == EngineAFXDP {
 		chunk = 1 << 11
 	}
-	if o.Rate > 0 {
+	paced := o.Rate > 0 && !programPaced(o)
+	if programPaced(o) {
+		// The program spaces the frames (most runs send nothing): long
+		// calls, and the loop below runs as if unpaced.
+		chunk = 1 << 20
+	}
+	if paced {
 		chunk = max(1, min(chunk, int(o.Rate/1000)))
+		if o.Burst > 0 {
+			chunk = min(o.Burst, chunk)
+		}
 	}
 	start := time.Now()
 	lastT, lastN := start, uint64(0)
@@ -319,10 +347,17 @@ loop:
 			lastT, lastN = now, n
 		}
 		n := chunk
-		if o.Rate > 0 {
+		if paced {
 			due := int64(o.Rate*el.Seconds()) + 1 - int64(s.submitted())
 			if due <= 0 {
 				wait := time.Duration(float64(-due+1) / o.Rate * float64(time.Second))
+				if o.Burst > 0 && wait < time.Millisecond {
+					// A sleep here lasts a millisecond at least
+					// (the runtime's timer resolution): spin.
+					for t := time.Now(); time.Since(t) < wait; {
+					}
+					continue
+				}
 				time.Sleep(min(wait, time.Millisecond))
 				continue
 			}

@@ -353,3 +353,34 @@ func TestInterfaceDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestLivePaced checks the live engine's program pacing (Rate with Burst):
+// at 200 kpps for half a second it sends about 100k frames, not the
+// million runs a call makes, dp0 gets exactly what was sent, and a count
+// bound still holds exactly.
+func TestLivePaced(t *testing.T) {
+	topo := newLab(t)
+	if err := lab.AttachPass(topo.DP0.Namespace, topo.DP0.Name); err != nil {
+		t.Fatal(err)
+	}
+	before := linkStats(t, topo.DP0.Namespace, topo.DP0.Name)
+	o := labOptions(topo, EngineLive, 1<<30)
+	o.Rate, o.Burst, o.Duration = 200000, 16, 500*time.Millisecond
+	res, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := linkStats(t, topo.DP0.Namespace, topo.DP0.Name)
+	t.Logf("paced 200 kpps: sent %d in %s (%.0f pps), dp0 rx %d", res.Sent, res.Elapsed, res.PPS, after.RxPackets-before.RxPackets)
+	if res.PPS > 1.1*o.Rate || res.PPS < 0.3*o.Rate {
+		t.Errorf("paced at %g pps: sent %.0f pps", o.Rate, res.PPS)
+	}
+	if got := after.RxPackets - before.RxPackets; got != res.Sent {
+		t.Errorf("dp0 received %d, the generator sent %d", got, res.Sent)
+	}
+	o.Count, o.Duration = 30000, 10*time.Second
+	res, err = Run(context.Background(), o)
+	if err != nil || res.Sent != 30000 || res.Stopped != "count" {
+		t.Errorf("paced run of 30000: sent %d, stopped %q, %v", res.Sent, res.Stopped, err)
+	}
+}

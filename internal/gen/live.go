@@ -27,7 +27,11 @@ func newLive(o Options, ifindex int, frames [][]byte) (*live, error) {
 	if o.Capture != "" {
 		flows = 1
 	}
-	g, err := xdp.NewLiveGen(xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort, BatchSize: o.Batch})
+	lo := xdp.LiveGenOptions{Flows: flows, BasePort: o.SrcPort, BatchSize: o.Batch}
+	if programPaced(o) {
+		lo.Rate, lo.Burst = o.Rate, o.Burst
+	}
+	g, err := xdp.NewLiveGen(lo)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/internal/control/client"
+)
+
+// Exit codes of the commands that talk to warpflowd, on top of the common
+// ones (0 success, 1 failure, 2 usage).
+const (
+	codeUnreachable = 4 // no daemon at the socket, or no permission on it
+	codeRefused     = 5 // the daemon refused: invalid pipeline, unknown name, conflict, forbidden
+)
+
+const controlExitCodesHelp = `Exit codes:
+  0    success
+  1    failure (the daemon failed the request, or output failed)
+  2    usage: bad flags or arguments
+  4    warpflowd unreachable: no socket, nothing listening, or no permission
+  5    refused by warpflowd: invalid pipeline, unknown name, conflict, forbidden`
+
+// ctlOpts are the flags every daemon command has.
+type ctlOpts struct {
+	socket  string
+	json    bool
+	timeout time.Duration
+}
+
+// addCtlFlags adds --socket (and --json for read commands) to cmd.
+func addCtlFlags(cmd *cobra.Command, o *ctlOpts, withJSON bool) {
+	def := os.Getenv("WARPCTL_SOCKET")
+	if def == "" {
+		def = control.DefaultSocket
+	}
+	cmd.Flags().StringVar(&o.socket, "socket", def, "warpflowd's control socket (or tcp://HOST:PORT); default $WARPCTL_SOCKET or "+control.DefaultSocket)
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on the daemon after this long")
+	if withJSON {
+		cmd.Flags().BoolVar(&o.json, "json", false, "print the reply as JSON")
+	}
+}
+
+func (o *ctlOpts) client() *client.Client { return client.New(o.socket) }
+
+func (o *ctlOpts) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, o.timeout)
+}
+
+// ctlError maps a client error to the exit codes above.
+func ctlError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		return failf(codeUnreachable, "%v (is warpflowd running? pick its socket with --socket)", err)
+	}
+	var ce *control.Error
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case control.ErrInvalidPipeline.Code, control.ErrNotFound.Code, control.ErrConflict.Code,
+			control.ErrRefused.Code, control.ErrForbidden.Code, control.ErrBadRequest.Code:
+			return failf(codeRefused, "%s", ce.Error())
+		}
+		return failf(codeFailed, "%s", ce.Error())
+	}
+	return failf(codeFailed, "%v", err)
+}
+
+func writeJSONOut(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return failf(codeFailed, "encode: %v", err)
+	}
+	return nil
+}
+
+// newControlCommands are the commands that drive a running warpflowd.
+func newControlCommands() []*cobra.Command {
+	return []*cobra.Command{newPipelineCommand(), newStatsCommand(), newTopCommand(), newPortsCommand(), newCaptureCommand()}
+}
+
+// completePipelines completes stored pipeline names from the daemon.
+func completePipelines(o *ctlOpts) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		l, err := o.client().Pipelines(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []string
+		for _, p := range l.Pipelines {
+			names = append(names, p.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func fmtCount(n uint64) string {
+	switch {
+	case n >= 10_000_000_000:
+		return fmt.Sprintf("%.1fG", float64(n)/1e9)
+	case n >= 10_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 100_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}

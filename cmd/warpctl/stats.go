@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/internal/control"
+)
+
+func newStatsCommand() *cobra.Command {
+	var o ctlOpts
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show warpflowd's counters: totals, per queue, per stage, per worker, frame accounting",
+		Long: `stats reads every counter without pausing the data path: packets and
+bytes received, transmitted per port, dropped by reason, passed; per stage
+packets, bytes, drops and ns/packet (with warpflowd --timing); per worker
+batches and packets; batch fill; the kernel's drops; and where every frame
+is. --watch repeats it every --interval, with rates.
+
+` + controlExitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := o.client()
+			defer c.Close()
+			var prev *control.Stats
+			var prevAt time.Time
+			for {
+				ctx, cancel := o.ctx(cmd)
+				s, err := c.Stats(ctx)
+				cancel()
+				if err != nil {
+					return ctlError(err)
+				}
+				now := time.Now()
+				if o.json {
+					if err := writeJSONOut(cmd.OutOrStdout(), s); err != nil {
+						return err
+					}
+				} else {
+					if watch {
+						fmt.Fprintf(cmd.OutOrStdout(), "--- %s\n", now.Format("15:04:05.000"))
+					}
+					printStats(cmd.OutOrStdout(), s, prev, now.Sub(prevAt))
+				}
+				if !watch {
+					return nil
+				}
+				prev, prevAt = &s, now
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(interval):
+				}
+			}
+		},
+	}
+	addCtlFlags(cmd, &o, true)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "repeat every --interval (with rates) until interrupted")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "--watch interval")
+	return cmd
+}
+
+func rate(cur, prev uint64, dt time.Duration) string {
+	if dt <= 0 || cur < prev {
+		return ""
+	}
+	r := float64(cur-prev) / dt.Seconds()
+	switch {
+	case r >= 1e6:
+		return fmt.Sprintf("%.2fMpps", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1fkpps", r/1e3)
+	}
+	return fmt.Sprintf("%.0fpps", r)
+}
+
+// printStats writes the human view; with prev, rates over dt.
+func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Duration) {
+	t := s.Totals
+	verdict := "OK"
+	if !t.Balanced {
+		verdict = "MISMATCH (counts in flight)"
+	}
+	fmt.Fprintf(w, "pipeline %s (generation %d, %d swaps), up %s\n", s.Pipeline, s.Generation, s.Swaps, time.Duration(s.UptimeNs).Round(time.Second))
+	fmt.Fprintf(w, "accounting %s: received %d = transmitted %d + dropped %d + passed %d\n", verdict, t.Received, t.Transmitted, t.Dropped, t.Passed)
+	if prev != nil {
+		fmt.Fprintf(w, "rate: rx %s  tx %s  drop %s\n", rate(t.Received, prev.Totals.Received, dt), rate(t.Transmitted, prev.Totals.Transmitted, dt), rate(t.Dropped, prev.Totals.Dropped, dt))
+	}
+	fmt.Fprintf(w, "batches %d (fill %.1f packets/batch), xdp redirected %d, no socket %d\n", t.Batches, t.BatchFill, t.Redirected, t.NoSocket)
+	if len(t.Drops) > 0 {
+		fmt.Fprintf(w, "drops: %s\n", kv(t.Drops))
+	}
+	if len(t.Kernel) > 0 {
+		fmt.Fprintf(w, "kernel drops: %s\n", kv(t.Kernel))
+	}
+	if s.Capture != nil {
+		c := s.Capture
+		state := "active"
+		if !c.Active {
+			state = "ended: " + c.Stopped
+		}
+		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tFILL\tBIND\tATTACH\t")
+	for _, q := range s.Queues {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.BatchFill, q.Bind, q.Attach)
+	}
+	tw.Flush()
+	for qi, q := range s.Queues {
+		fmt.Fprintf(w, "\nqueue %s: frames %s\n", q.Queue, framesLine(q.Frames))
+		if len(q.Counts.Ports) > 0 {
+			var ports []string
+			for name, pc := range q.Counts.Ports {
+				ports = append(ports, fmt.Sprintf("%s %d pkts %d bytes", name, pc.Packets, pc.Bytes))
+			}
+			sort.Strings(ports)
+			fmt.Fprintf(w, "  tx ports: %s\n", strings.Join(ports, "; "))
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  STAGE\tKIND\tPACKETS\tBYTES\tCALLS\tNS/PKT\tRATE\tDROPS")
+		for _, st := range q.Stages {
+			if st.Kind == "drop" && st.Packets == 0 {
+				continue // an implicit drop terminal nothing reached
+			}
+			r := ""
+			if prev != nil && qi < len(prev.Queues) {
+				for _, ps := range prev.Queues[qi].Stages {
+					if ps.Name == st.Name {
+						r = rate(st.Packets, ps.Packets, dt)
+					}
+				}
+			}
+			ns := "-"
+			if st.NsPerPacket > 0 {
+				ns = fmt.Sprintf("%.1f", st.NsPerPacket)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Name, st.Kind, st.Packets, st.Bytes, st.Calls, ns, r, kv(st.Drops))
+		}
+		tw.Flush()
+		for i, wk := range q.Workers {
+			fmt.Fprintf(w, "  worker %d: %d batches, %d packets, %d parks\n", i, wk.Batches, wk.Packets, wk.Parks)
+		}
+	}
+}
+
+func kv(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func framesLine(f control.Frames) string {
+	a := f.FrameAccount
+	var parts []string
+	for _, p := range []struct {
+		name string
+		n    int
+	}{
+		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
+		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
+		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
+	} {
+		if p.n != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", p.name, p.n))
+		}
+	}
+	return fmt.Sprintf("total %d (%s)", f.Total, strings.Join(parts, " "))
+}

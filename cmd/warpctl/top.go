@@ -1,0 +1,343 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/internal/control"
+)
+
+// topKeys are the sort keys of `top`, in the order 's' cycles through.
+var topKeys = []string{"rate", "packets", "drops", "ns", "name"}
+
+func newTopCommand() *cobra.Command {
+	var o ctlOpts
+	var sortKey string
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Live view of warpflowd: per-stage and per-queue rates, refreshed every second",
+		Long: `top shows, like vppctl show runtime, every stage of the running pipeline
+(summed over the queues) with its packet rate, totals, drops and ns/packet,
+then each queue, refreshed every --interval. Keys:
+  s          next sort key (rate, packets, drops, ns, name)
+  r p d t n  sort by rate, packets, drops, ns/packet, name
+  i          reverse the order
+  q, Esc     quit
+
+` + controlExitCodesHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !validTopKey(sortKey) {
+				return failf(codeUsage, "--sort %q: want one of %s", sortKey, strings.Join(topKeys, ", "))
+			}
+			c := o.client()
+			defer c.Close()
+			fetch := func() (control.Stats, error) {
+				ctx, cancel := o.ctx(cmd)
+				defer cancel()
+				return c.Stats(ctx)
+			}
+			if _, err := fetch(); err != nil {
+				return ctlError(err)
+			}
+			scr, err := tcell.NewScreen()
+			if err != nil {
+				return failf(codeFailed, "terminal: %v", err)
+			}
+			if err := scr.Init(); err != nil {
+				return failf(codeFailed, "terminal: %v", err)
+			}
+			defer scr.Fini()
+			return runTop(scr, fetch, sortKey, interval)
+		},
+	}
+	addCtlFlags(cmd, &o, false)
+	cmd.Flags().StringVar(&sortKey, "sort", "rate", "sort key: "+strings.Join(topKeys, ", "))
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval")
+	return cmd
+}
+
+func validTopKey(k string) bool {
+	for _, t := range topKeys {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+// topModel is what top shows: the last two samples and the sort order.
+type topModel struct {
+	cur, prev *control.Stats
+	dt        time.Duration
+	at        time.Time
+	key       string
+	reverse   bool
+	err       error
+}
+
+// topRow is one stage summed over the queues.
+type topRow struct {
+	name, kind            string
+	packets, bytes, drops uint64
+	rate, ns              float64
+}
+
+func (m *topModel) rows() []topRow {
+	if m.cur == nil {
+		return nil
+	}
+	var rows []topRow
+	index := map[string]int{}
+	prevPackets := map[string]uint64{}
+	if m.prev != nil {
+		for _, q := range m.prev.Queues {
+			for _, st := range q.Stages {
+				prevPackets[st.Name] += st.Packets
+			}
+		}
+	}
+	nanos := map[string]uint64{}
+	for _, q := range m.cur.Queues {
+		for _, st := range q.Stages {
+			i, ok := index[st.Name]
+			if !ok {
+				i = len(rows)
+				index[st.Name] = i
+				rows = append(rows, topRow{name: st.Name, kind: st.Kind})
+			}
+			r := &rows[i]
+			r.packets += st.Packets
+			r.bytes += st.Bytes
+			for _, n := range st.Drops {
+				r.drops += n
+			}
+			if st.Kind == "drop" {
+				r.drops += st.Packets // a drop terminal drops what reaches it
+			}
+			nanos[st.Name] += st.Nanos
+		}
+	}
+	shown := rows[:0]
+	for _, r := range rows {
+		if r.kind != "drop" || r.packets > 0 { // drop terminals nothing reached
+			shown = append(shown, r)
+		}
+	}
+	rows = shown
+	for i := range rows {
+		r := &rows[i]
+		if m.prev != nil && m.dt > 0 && r.packets >= prevPackets[r.name] {
+			r.rate = float64(r.packets-prevPackets[r.name]) / m.dt.Seconds()
+		}
+		if r.packets > 0 {
+			r.ns = float64(nanos[r.name]) / float64(r.packets)
+		}
+	}
+	less := func(a, b topRow) bool {
+		switch m.key {
+		case "packets":
+			return a.packets > b.packets
+		case "drops":
+			return a.drops > b.drops
+		case "ns":
+			return a.ns > b.ns
+		case "name":
+			return a.name < b.name
+		}
+		return a.rate > b.rate
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if m.reverse {
+			return less(rows[j], rows[i])
+		}
+		return less(rows[i], rows[j])
+	})
+	return rows
+}
+
+// key applies a key press; it reports false to quit.
+func (m *topModel) keyPress(ev *tcell.EventKey) bool {
+	switch ev.Key() {
+	case tcell.KeyEscape, tcell.KeyCtrlC:
+		return false
+	case tcell.KeyRune:
+	default:
+		return true
+	}
+	switch ev.Rune() {
+	case 'q':
+		return false
+	case 's':
+		for i, k := range topKeys {
+			if k == m.key {
+				m.key = topKeys[(i+1)%len(topKeys)]
+				break
+			}
+		}
+	case 'r':
+		m.key = "rate"
+	case 'p':
+		m.key = "packets"
+	case 'd':
+		m.key = "drops"
+	case 't':
+		m.key = "ns"
+	case 'n':
+		m.key = "name"
+	case 'i':
+		m.reverse = !m.reverse
+	}
+	return true
+}
+
+// lines renders the model as text lines (what the screen shows).
+func (m *topModel) lines() []string {
+	var out []string
+	if m.cur == nil {
+		return []string{"warpctl top: waiting for warpflowd..."}
+	}
+	s := m.cur
+	t := s.Totals
+	order := m.key
+	if m.reverse {
+		order += ", reversed"
+	}
+	out = append(out, fmt.Sprintf("warpflowd  pipeline %s (gen %d, %d swaps)  up %s  %s",
+		s.Pipeline, s.Generation, s.Swaps, time.Duration(s.UptimeNs).Round(time.Second), m.at.Format("15:04:05")))
+	var rx, tx, drop string
+	if m.prev != nil {
+		rx, tx, drop = rate(t.Received, m.prev.Totals.Received, m.dt), rate(t.Transmitted, m.prev.Totals.Transmitted, m.dt), rate(t.Dropped, m.prev.Totals.Dropped, m.dt)
+	}
+	out = append(out, fmt.Sprintf("rx %s (%s)  tx %s (%s)  drop %s (%s)  pass %s  fill %.1f/batch",
+		fmtCount(t.Received), orDash(rx), fmtCount(t.Transmitted), orDash(tx), fmtCount(t.Dropped), orDash(drop), fmtCount(t.Passed), t.BatchFill))
+	if m.err != nil {
+		out = append(out, "error: "+m.err.Error())
+	} else {
+		out = append(out, "")
+	}
+	out = append(out, fmt.Sprintf("%-22s %-8s %12s %12s %12s %10s   [sort: %s]", "STAGE", "KIND", "RATE/s", "PACKETS", "DROPS", "NS/PKT", order))
+	for _, r := range m.rows() {
+		ns := "-"
+		if r.ns > 0 {
+			ns = fmt.Sprintf("%.1f", r.ns)
+		}
+		out = append(out, fmt.Sprintf("%-22s %-8s %12.0f %12d %12d %10s", trunc(r.name, 22), trunc(r.kind, 8), r.rate, r.packets, r.drops, ns))
+	}
+	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %10s  %s", "QUEUE", "RX", "TX", "DROP", "FILL", "FRAMES"))
+	for _, q := range s.Queues {
+		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %10.1f  free %d fill %d rx %d engine %d tx %d", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.BatchFill,
+			q.Frames.Free, q.Frames.Fill, q.Frames.RX, q.Frames.Engine, q.Frames.TX))
+	}
+	out = append(out, "", "keys: s next sort  r/p/d/t/n rate/packets/drops/ns/name  i reverse  q quit")
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n-1] + "~"
+	}
+	return s
+}
+
+func (m *topModel) update(s control.Stats, err error, now time.Time) {
+	m.err = err
+	if err != nil {
+		return
+	}
+	if m.cur != nil {
+		m.prev, m.dt = m.cur, now.Sub(m.at)
+	}
+	m.cur, m.at = &s, now
+}
+
+func drawTop(scr tcell.Screen, m *topModel) {
+	scr.Clear()
+	w, h := scr.Size()
+	for y, line := range m.lines() {
+		if y >= h {
+			break
+		}
+		style := tcell.StyleDefault
+		if y == 3 {
+			style = style.Reverse(true)
+		}
+		if len(line) > w {
+			line = line[:w]
+		}
+		scr.PutStrStyled(0, y, line, style)
+	}
+	scr.Show()
+}
+
+// runTop drives the view on scr until q: a sample every interval, keys at
+// once.
+func runTop(scr tcell.Screen, fetch func() (control.Stats, error), key string, interval time.Duration) error {
+	m := &topModel{key: key}
+	events := make(chan tcell.Event, 16)
+	quit := make(chan struct{})
+	go scr.ChannelEvents(events, quit)
+	defer close(quit)
+	samples := make(chan control.Stats, 1)
+	errs := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			s, err := fetch()
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			} else {
+				select {
+				case samples <- s:
+				case <-stop:
+					return
+				}
+			}
+			select {
+			case <-t.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	drawTop(scr, m)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			switch ev := ev.(type) {
+			case *tcell.EventKey:
+				if !m.keyPress(ev) {
+					return nil
+				}
+			case *tcell.EventResize:
+				scr.Sync()
+			}
+		case s := <-samples:
+			m.update(s, nil, time.Now())
+		case err := <-errs:
+			m.update(control.Stats{}, err, time.Now())
+		}
+		drawTop(scr, m)
+	}
+}

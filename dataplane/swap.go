@@ -1,0 +1,409 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/workers"
+)
+
+// control is the control side of the engine: swaps and the stage counters
+// folded from retired plans. Everything here is guarded by mu and touched
+// only by control-plane calls (Swap, Stats, Report) and at the start and
+// end of a run, never by the I/O loop's turns.
+type control struct {
+	mu      sync.Mutex
+	started bool // RunContext was called
+	running bool // and has not returned
+	stopped bool
+	gen     uint64
+	latest  *plan // the newest published plan
+	prev    *plan // the one it replaced, until its counters are folded
+	// pool and batch are what the latest plan runs on (its own pool, or
+	// the one it shares), to decide whether the next plan needs another.
+	pool  *pool
+	batch int
+	// carried are the stage counters of retired plans that the latest
+	// plan kept (same stage name and kind), by stage name.
+	carried map[string]pipelines.NodeStats
+}
+
+func (c *control) init(e *Engine, p *plan, pl *pool) {
+	c.gen, c.latest, c.pool, c.batch = 1, p, pl, p.batch
+	c.carried = map[string]pipelines.NodeStats{}
+}
+
+func (c *control) start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return fmt.Errorf("engine: RunContext called twice")
+	}
+	c.started, c.running = true, true
+	return nil
+}
+
+// stop runs when RunContext ends: nothing is in flight any more, so every
+// plan but the current one is retired, and a plan published but never
+// taken up has its pool closed.
+func (c *control) stop(e *Engine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running, c.stopped = false, true
+	if e.old != nil {
+		e.old.retired.Store(true)
+		e.old = nil
+	}
+	if p := e.planPtr.Load(); p != e.cur {
+		if p.pool != nil && p.pool != e.pool {
+			p.pool.exec.Close()
+		}
+		p.retired.Store(true)
+	}
+}
+
+// SwapResult says what a swap did.
+type SwapResult struct {
+	// Generation numbers the plans: the engine's first is 1.
+	Generation uint64 `json:"generation"`
+	Pipeline   string `json:"pipeline"`
+	// PoolChange is set when the new plan needs another executor (another
+	// worker count or batch size, inline to workers or back, or a custom
+	// executor): the I/O loop stops taking slots, lets the old executor
+	// finish what it holds, closes it and goes on with the new one, which
+	// Swap has already started. Nothing is lost or processed twice; a live
+	// port's ring holds what arrives meanwhile. Otherwise the plans share
+	// the running executor and the switch is one pointer per batch.
+	PoolChange bool `json:"pool_change"`
+	// Kept are the stages whose counters carry on (same name and kind in
+	// both pipelines); Reset those with a name the old pipeline had with
+	// another kind (they start from zero); Added are new names, Removed
+	// stages the new pipeline lacks (their counters leave the stats).
+	Kept    []string `json:"kept"`
+	Reset   []string `json:"reset"`
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+
+	plan *plan
+}
+
+// Swap replaces the running pipeline with g, transmitting on outs (outs.Pass
+// must be nil or the engine's pass port, which does not change). It checks
+// the new plan completely first; an error (wrapping ErrSwap) leaves the
+// running plan and every counter untouched. On success the plan is
+// published: the I/O loop takes it up at its next batch boundary, every
+// batch is processed wholly by the old plan or wholly by the new one, and
+// the first completed batch of the new plan ends the old one's grace
+// period. Swap waits for a previous swap's grace period to end first (at
+// most timeout), so at most two plans are ever live. Verdict counters
+// (received, per port, per reason) always carry on, by name; stage
+// counters carry on where stage name and kind match (SwapResult says
+// which did not). Swap is safe from any goroutine, before or during Run;
+// after Run it fails.
+func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (SwapResult, error) {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var res SwapResult
+	if c.stopped {
+		return res, fmt.Errorf("%w: the engine has stopped", ErrSwap)
+	}
+	if outs.Pass != nil && (e.pass == nil || !samePort(outs.Pass, e.pass)) {
+		return res, fmt.Errorf("%w: the pass port cannot change in a swap", ErrSwap)
+	}
+	if err := e.waitGraceLocked(timeout); err != nil {
+		return res, err
+	}
+	old := c.latest
+	p, err := e.buildPlan(g, outs, old.lay)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", ErrSwap, err)
+	}
+	if err := e.resolveOutputs(p, false); err != nil {
+		return res, fmt.Errorf("%w: %w", ErrSwap, err)
+	}
+	if e.needsPool(p, c.pool, c.batch) {
+		pl, err := e.newPool(p)
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", ErrSwap, err)
+		}
+		p.pool = pl
+		c.pool, res.PoolChange = pl, true
+	}
+	c.batch = p.batch
+	c.gen++
+	p.gen = c.gen
+	res.Generation, res.Pipeline, res.plan = p.gen, g.Name(), p
+	res.Kept, res.Reset, res.Added, res.Removed = compareStages(old.graph, g)
+	c.prev, c.latest = old, p
+	if !c.started {
+		e.adoptBeforeRun(p)
+		e.planPtr.Store(p)
+		e.foldLocked()
+		return res, nil
+	}
+	e.planPtr.Store(p)
+	return res, nil
+}
+
+// waitGraceLocked waits until the plan before the latest is retired, then
+// folds its stage counters. c.mu is held; the I/O loop never takes it.
+func (e *Engine) waitGraceLocked(timeout time.Duration) error {
+	c := &e.ctl
+	if c.prev == nil {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for c.running && !c.prev.retired.Load() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the previous swap (to %q) still has batches of the plan before it in flight after %v", ErrSwap, c.latest.graph.Name(), timeout)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	e.foldLocked()
+	return nil
+}
+
+// adoptBeforeRun takes p up on the caller's goroutine when the I/O loop
+// has not started: nothing is in flight, c.mu is held (RunContext takes it
+// before it starts the loop).
+func (e *Engine) adoptBeforeRun(p *plan) {
+	old := e.cur
+	if p.pool != nil || p.inline != nil {
+		if e.pool != nil {
+			e.pool.exec.Close()
+		}
+		e.pool, e.inline = p.pool, p.inline
+		e.poolPtr.Store(p.pool)
+	} else if e.pool != nil {
+		for _, st := range e.pool.stamps {
+			st.plan = p
+		}
+	}
+	e.cur, e.curActive = p, false
+	if p.lay != e.lay {
+		e.adoptLayout(p.lay)
+	}
+	e.publish()
+	old.retired.Store(true)
+}
+
+// foldLocked folds a retired prev's runner counters into carried, keeping
+// the stages the latest plan has with the same name and kind.
+func (e *Engine) foldLocked() {
+	c := &e.ctl
+	prev := c.prev
+	if prev == nil || !prev.retired.Load() {
+		return
+	}
+	var old []pipelines.NodeStats
+	for _, r := range prev.runners {
+		old = pipelines.SumStats(old, r.Stats(nil)) // quiescent: retired
+	}
+	next := map[string]pipelines.NodeStats{}
+	newInfo := c.latest.graph.Stages()
+	oldInfo := prev.graph.Stages()
+	for _, s := range old {
+		ni := stageIndex(newInfo, s.Name)
+		if ni < 0 || newInfo[ni].Kind != s.Kind {
+			continue
+		}
+		if carried, ok := c.carried[s.Name]; ok && carried.Kind == s.Kind {
+			s = addNode(s, carried)
+		}
+		oi := stageIndex(oldInfo, s.Name)
+		if oi < 0 || !slices.Equal(oldInfo[oi].Edges, newInfo[ni].Edges) {
+			s.Edges, s.EdgeBytes = nil, nil // edges that mean something else: reset
+		}
+		next[s.Name] = s
+	}
+	c.carried, c.prev = next, nil
+}
+
+func addNode(a, b pipelines.NodeStats) pipelines.NodeStats {
+	out := pipelines.SumStats([]pipelines.NodeStats{{Name: a.Name, Kind: a.Kind, Edges: slices.Clone(a.Edges), EdgeBytes: slices.Clone(a.EdgeBytes),
+		Calls: a.Calls, Packets: a.Packets, Bytes: a.Bytes, Nanos: a.Nanos}}, []pipelines.NodeStats{b})
+	return out[0]
+}
+
+func stageIndex(info []pipelines.StageInfo, name string) int {
+	for i := range info {
+		if info[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// compareStages sorts the new graph's stages into kept, reset and added,
+// and lists the old stages it lacks.
+func compareStages(old, g *pipelines.Graph) (kept, reset, added, removed []string) {
+	oi, ni := old.Stages(), g.Stages()
+	for _, s := range ni {
+		switch j := stageIndex(oi, s.Name); {
+		case j < 0:
+			added = append(added, s.Name)
+		case oi[j].Kind == s.Kind:
+			kept = append(kept, s.Name)
+		default:
+			reset = append(reset, s.Name)
+		}
+	}
+	for _, s := range oi {
+		if stageIndex(ni, s.Name) < 0 {
+			removed = append(removed, s.Name)
+		}
+	}
+	return kept, reset, added, removed
+}
+
+// WaitActive waits until the plan a swap published is in use on the data
+// path: its first batch completed (ActiveAt), or, on an idle engine, the
+// old plan retired with nothing in flight. It returns false when ctx ends
+// first.
+func (e *Engine) WaitActive(ctx context.Context, r SwapResult) bool {
+	p := r.plan
+	if p == nil {
+		return false
+	}
+	for {
+		if p.activeAt.Load() != 0 {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// ActiveAt is when the first batch of the swap's plan completed (zero
+// until then).
+func (r SwapResult) ActiveAt() time.Time {
+	if r.plan == nil {
+		return time.Time{}
+	}
+	if ns := r.plan.activeAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// Generation is the newest plan's generation and its pipeline's name.
+func (e *Engine) Generation() (uint64, string) {
+	p := e.planPtr.Load()
+	return p.gen, p.graph.Name()
+}
+
+// Graph returns the newest published plan's graph.
+func (e *Engine) Graph() *pipelines.Graph { return e.planPtr.Load().graph }
+
+// Stages returns the per-stage counters: those carried from retired plans
+// plus the live ones of the plans running now (read without a lock on the
+// data path: the runners' published counters). The order is the newest
+// graph's stage order. Control plane only: it allocates.
+func (e *Engine) Stages() []pipelines.NodeStats {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.foldLocked()
+	latest := c.latest
+	var live []pipelines.NodeStats
+	for _, r := range latest.runners {
+		live = pipelines.SumStats(live, r.LiveStats(nil))
+	}
+	info := latest.graph.Stages()
+	// A plan still in its grace period: its counters so far, for the
+	// stages the latest one keeps.
+	var grace []pipelines.NodeStats
+	if prev := c.prev; prev != nil {
+		for _, r := range prev.runners {
+			grace = pipelines.SumStats(grace, r.LiveStats(nil))
+		}
+	}
+	for i := range live {
+		s := &live[i]
+		if cs, ok := c.carried[s.Name]; ok && cs.Kind == s.Kind {
+			*s = addNode(*s, cs)
+		}
+		for _, g := range grace {
+			if g.Name == s.Name && g.Kind == s.Kind && stageIndex(info, s.Name) >= 0 {
+				if !slices.Equal(prevEdges(c.prev, s.Name), info[stageIndex(info, s.Name)].Edges) {
+					g.Edges, g.EdgeBytes = nil, nil
+				}
+				*s = addNode(*s, g)
+			}
+		}
+	}
+	return live
+}
+
+func prevEdges(p *plan, name string) []string {
+	info := p.graph.Stages()
+	if i := stageIndex(info, name); i >= 0 {
+		return info[i].Edges
+	}
+	return nil
+}
+
+// finalStages is Stages for Report, after the run: every runner is
+// quiescent, so their plain counters are exact.
+func (e *Engine) finalStages(p *plan) []pipelines.NodeStats {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.foldLocked()
+	var stats []pipelines.NodeStats
+	for _, run := range p.runners {
+		stats = pipelines.SumStats(stats, run.Stats(nil))
+	}
+	for i := range stats {
+		if cs, ok := c.carried[stats[i].Name]; ok && cs.Kind == stats[i].Kind && p == c.latest {
+			stats[i] = addNode(stats[i], cs)
+		}
+	}
+	return stats
+}
+
+// WorkerStats returns the running CPU pool's per-worker counters, or nil
+// when the engine runs inline or on another executor.
+func (e *Engine) WorkerStats() []workers.WorkerStats {
+	pl := e.poolPtr.Load()
+	if pl == nil {
+		return nil
+	}
+	if wp, ok := pl.exec.(*workers.Pool); ok {
+		return wp.Stats().Workers
+	}
+	return nil
+}
+
+// SetTap sets t, made with g.NewTap, on every runner of the newest plan,
+// whose graph must be g; nil clears the tap from every live plan. The
+// runners take it up at their next batch.
+func (e *Engine) SetTap(g *pipelines.Graph, t *pipelines.Tap) error {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t == nil {
+		for _, p := range []*plan{c.latest, c.prev} {
+			if p != nil {
+				for _, r := range p.runners {
+					r.SetTap(nil)
+				}
+			}
+		}
+		return nil
+	}
+	if c.latest.graph != g {
+		return fmt.Errorf("tap: the engine runs pipeline %q now", c.latest.graph.Name())
+	}
+	for _, r := range c.latest.runners {
+		r.SetTap(t)
+	}
+	return nil
+}

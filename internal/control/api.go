@@ -1,0 +1,402 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/workers"
+	"github.com/warpflow/warpflow/xdp"
+)
+
+// MaxRequestBytes bounds a request body: a pipeline's source is the
+// largest thing a request carries.
+const MaxRequestBytes = 1 << 20
+
+// DefaultSocket is where warpflowd listens unless configured otherwise.
+const DefaultSocket = "/run/warpflow/warpflowd.sock"
+
+// Error is a control API error: a stable code, a message for people and,
+// for an invalid pipeline, every problem found (file:line:column: ...).
+type Error struct {
+	Code     string   `json:"code"`
+	Message  string   `json:"message"`
+	Problems []string `json:"problems,omitempty"`
+	// Status is the HTTP status the error came with (client side).
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) == 0 {
+		return e.Message
+	}
+	return e.Message + ":\n" + strings.Join(e.Problems, "\n")
+}
+
+// Is matches errors by code, so errors.Is(err, ErrNotFound) works on what
+// the client returns.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// The error codes, as sentinels for errors.Is.
+var (
+	ErrBadRequest      = &Error{Code: "bad_request", Message: "bad request"}
+	ErrTooLarge        = &Error{Code: "too_large", Message: "request too large"}
+	ErrNotFound        = &Error{Code: "not_found", Message: "not found"}
+	ErrConflict        = &Error{Code: "conflict", Message: "conflict"}
+	ErrInvalidPipeline = &Error{Code: "invalid_pipeline", Message: "invalid pipeline"}
+	ErrRefused         = &Error{Code: "refused", Message: "refused"}
+	ErrForbidden       = &Error{Code: "forbidden", Message: "forbidden"}
+	ErrInternal        = &Error{Code: "internal", Message: "internal error"}
+)
+
+// Errorf makes an error with code's code and a formatted message.
+func Errorf(code *Error, format string, args ...any) *Error {
+	return &Error{Code: code.Code, Message: fmt.Sprintf(format, args...)}
+}
+
+// status is the HTTP status for an error code.
+func status(code string) int {
+	switch code {
+	case ErrBadRequest.Code, ErrInvalidPipeline.Code:
+		return http.StatusBadRequest
+	case ErrTooLarge.Code:
+		return http.StatusRequestEntityTooLarge
+	case ErrNotFound.Code:
+		return http.StatusNotFound
+	case ErrConflict.Code, ErrRefused.Code:
+		return http.StatusConflict
+	case ErrForbidden.Code:
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError
+}
+
+// AsError turns any error into an *Error (internal unless it is one).
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: ErrInternal.Code, Message: err.Error()}
+}
+
+// ErrorReply is the body of every error response.
+type ErrorReply struct {
+	Error *Error `json:"error"`
+}
+
+// LoadRequest loads a pipeline into the daemon's store (it does not run
+// it: swap does). File is the name the client read it from, used in error
+// messages, so they read like `warpctl pipeline validate`'s.
+type LoadRequest struct {
+	Name   string `json:"name,omitempty"` // default: the pipeline's own name
+	File   string `json:"file"`
+	Source string `json:"source"`
+}
+
+// Validate checks the request's own fields (the source is compiled by the
+// daemon).
+func (r LoadRequest) Validate() error {
+	if r.Source == "" {
+		return Errorf(ErrBadRequest, "load: source is empty")
+	}
+	if r.Name != "" {
+		if err := ValidName(r.Name); err != nil {
+			return err
+		}
+	}
+	if len(r.File) > 4096 {
+		return Errorf(ErrBadRequest, "load: file name longer than 4096 bytes")
+	}
+	return nil
+}
+
+// ValidName checks a pipeline name: 1 to 64 of [A-Za-z0-9_.-], so it is
+// safe in a URL path and a log line.
+func ValidName(name string) error {
+	if name == "" || len(name) > 64 {
+		return Errorf(ErrBadRequest, "pipeline name %q: want 1 to 64 characters", name)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return Errorf(ErrBadRequest, "pipeline name %q: only letters, digits, '_', '-' and '.'", name)
+		}
+	}
+	return nil
+}
+
+// PipelineInfo is one stored pipeline.
+type PipelineInfo struct {
+	Name     string    `json:"name"`
+	File     string    `json:"file"`
+	Pipeline string    `json:"pipeline"` // the name inside the file
+	Stages   int       `json:"stages"`
+	Ports    []string  `json:"ports"`
+	Reasons  []string  `json:"drop_reasons"`
+	Workers  int       `json:"workers"`
+	Batch    int       `json:"batch_size"`
+	Running  bool      `json:"running"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// LoadedBy is the peer that loaded it ("uid 0 pid 1234"; "config" for
+	// the startup pipeline).
+	LoadedBy string `json:"loaded_by"`
+}
+
+// PipelineList is every stored pipeline, the running one marked.
+type PipelineList struct {
+	Running    string         `json:"running"`
+	Generation uint64         `json:"generation"`
+	Pipelines  []PipelineInfo `json:"pipelines"`
+}
+
+// PipelineDetail is one pipeline's compiled graph.
+type PipelineDetail struct {
+	PipelineInfo
+	Graph  []StageNode `json:"graph"`
+	Source string      `json:"source"`
+	DOT    string      `json:"dot"`
+}
+
+// StageNode is one node of a compiled graph.
+type StageNode struct {
+	Name     string   `json:"name"`
+	Kind     string   `json:"kind"`
+	Terminal bool     `json:"terminal,omitempty"`
+	Edges    []string `json:"edges,omitempty"`
+	Target   string   `json:"target,omitempty"`
+}
+
+// SwapReply says what a swap did, across every queue.
+type SwapReply struct {
+	From       string   `json:"from"`
+	To         string   `json:"to"`
+	Generation uint64   `json:"generation"`
+	PoolChange bool     `json:"pool_change"`
+	Kept       []string `json:"kept"`
+	Reset      []string `json:"reset"`
+	Added      []string `json:"added"`
+	Removed    []string `json:"removed"`
+	// ActiveAfter is how long after the swap returned to this reply each
+	// queue's first batch on the new plan completed; a queue with no
+	// traffic yet shows -1.
+	ActiveAfterNs []int64 `json:"active_after_ns"`
+	Queues        int     `json:"queues"`
+}
+
+// Stats is what the daemon counted, in total and per queue. Every field
+// is read without pausing the data path: the engines' published counters,
+// their frame accounting, the rings' indices, the sockets' and the XDP
+// program's kernel counters, the runners' published stage counters.
+type Stats struct {
+	Pipeline   string       `json:"pipeline"`
+	Generation uint64       `json:"generation"`
+	Swaps      uint64       `json:"swaps"`
+	UptimeNs   int64        `json:"uptime_ns"`
+	Totals     Counts       `json:"totals"`
+	Queues     []QueueStats `json:"queues"`
+	LinkLosses uint64       `json:"link_losses"`
+	Capture    *CaptureInfo `json:"capture,omitempty"`
+}
+
+// Counts are verdict counters and frame accounting, summed or per queue.
+type Counts struct {
+	Received      uint64            `json:"received"`
+	ReceivedBytes uint64            `json:"received_bytes"`
+	Transmitted   uint64            `json:"transmitted"`
+	Dropped       uint64            `json:"dropped"`
+	Passed        uint64            `json:"passed"`
+	Drops         map[string]uint64 `json:"drops"` // by reason, zero counts left out
+	// Ports is what each tx port took, packets and bytes.
+	Ports map[string]PortCount `json:"tx_ports,omitempty"`
+	// Balanced is received == transmitted + dropped + passed.
+	Balanced bool   `json:"balanced"`
+	Frames   Frames `json:"frames"`
+	// Batches is how many batches the engines completed; BatchFill is
+	// received / batches (packets per batch).
+	Batches   uint64  `json:"batches"`
+	BatchFill float64 `json:"batch_fill"`
+	// Redirected is what the XDP programs handed to the queues' sockets;
+	// NoSocket what they passed to the kernel's stack for want of a
+	// socket on the frame's queue.
+	Redirected uint64 `json:"xdp_redirected"`
+	NoSocket   uint64 `json:"xdp_no_socket"`
+	// XDPDropped and XDPPassed are the frames the XDP program's kernel
+	// rules decided (the split pipeline: internal/daemon/offload.go);
+	// they are in Received and Dropped or Passed too.
+	XDPDropped uint64 `json:"xdp_dropped"`
+	XDPPassed  uint64 `json:"xdp_passed"`
+	// TXCopied counts packets an output copied into a UMEM of its own
+	// because it could not share the receiving queue's (afxdp.CopyPort).
+	TXCopied uint64 `json:"tx_copied"`
+	// Kernel counts frames the kernel dropped before the engine saw them
+	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
+	// descriptors), by reason.
+	Kernel map[string]uint64 `json:"kernel_drops"`
+}
+
+// PortCount is one tx port's packets and bytes.
+type PortCount struct {
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// Frames is a frame account with its total.
+type Frames struct {
+	dataplane.FrameAccount
+	Total int `json:"total"`
+}
+
+// LogValue logs a frame account as a group of its places (text logs would
+// print the nested struct otherwise); zero places are left out.
+func (f Frames) LogValue() slog.Value {
+	a := f.FrameAccount
+	attrs := []slog.Attr{slog.Int("total", f.Total)}
+	for _, p := range []struct {
+		name string
+		n    int
+	}{
+		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
+		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
+		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
+	} {
+		if p.n != 0 {
+			attrs = append(attrs, slog.Int(p.name, p.n))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// QueueStats is one queue's view.
+type QueueStats struct {
+	Queue  string `json:"queue"`
+	Attach string `json:"attach"`
+	Bind   string `json:"bind"`
+	Counts
+	// Program is the XDP program's counters for this queue.
+	Program xdp.QueueCounters `json:"program"`
+	// Ports are the queue's AF_XDP ports' own counters (kicks, wake-ups,
+	// a TX ring found full, a fill ring left starved), by port name.
+	Ports map[string]afxdp.Counters `json:"ports"`
+	// Stages are the pipeline's per-stage counters on this queue (carried
+	// across swaps where name and kind match).
+	Stages []StageStats `json:"stages"`
+	// Workers are the queue's CPU workers' counters (none inline).
+	Workers []workers.WorkerStats `json:"workers,omitempty"`
+}
+
+// StageStats is one stage's counters.
+type StageStats struct {
+	Name    string            `json:"name"`
+	Kind    string            `json:"kind"`
+	Calls   uint64            `json:"calls"`
+	Packets uint64            `json:"packets"`
+	Bytes   uint64            `json:"bytes"`
+	Drops   map[string]uint64 `json:"drops,omitempty"`
+	// NsPerPacket is the time spent per packet, when the daemon measures
+	// stage time (config timing: true); 0 otherwise.
+	NsPerPacket float64 `json:"ns_per_packet"`
+	Nanos       uint64  `json:"nanos"`
+}
+
+// PortsReply lists the daemon's interfaces and queues.
+type PortsReply struct {
+	Interfaces []InterfaceInfo `json:"interfaces"`
+	Queues     []QueuePorts    `json:"queues"`
+}
+
+// InterfaceInfo is one configured interface.
+type InterfaceInfo struct {
+	Name     string `json:"name"`
+	Receives bool   `json:"receives"`
+	Queues   []int  `json:"queues"`
+	Attach   string `json:"attach"` // the mode granted: native or generic
+	// AttachAsked and BindAsked are what the config asked for.
+	AttachAsked string `json:"attach_asked"`
+	BindAsked   string `json:"bind_asked"`
+}
+
+// QueuePorts is one served queue: its sockets and frame accounting.
+type QueuePorts struct {
+	Queue   string       `json:"queue"`
+	Sockets []SocketInfo `json:"sockets"`
+	Frames  Frames       `json:"frames"`
+	UMEM    UMEMInfo     `json:"umem"`
+}
+
+// SocketInfo is one AF_XDP socket (a port) of a queue.
+type SocketInfo struct {
+	Port      string         `json:"port"`
+	Interface string         `json:"interface"`
+	Queue     int            `json:"queue"`
+	Bind      string         `json:"bind"` // granted: zerocopy or copy
+	Counters  afxdp.Counters `json:"counters"`
+}
+
+// UMEMInfo sizes a queue's frame memory.
+type UMEMInfo struct {
+	Frames    int `json:"frames"`
+	FrameSize int `json:"frame_size"`
+	Headroom  int `json:"headroom"`
+}
+
+// CaptureRequest starts a tap: the packets arriving at Stage (or, with
+// Edge, leaving it by that edge) are written to File (a pcap) on the
+// daemon's host, at most Count of them, each cut to Snaplen bytes.
+type CaptureRequest struct {
+	Stage   string `json:"stage"`
+	Edge    string `json:"edge,omitempty"`
+	Count   int    `json:"count"`
+	Snaplen int    `json:"snaplen"`
+	File    string `json:"file"`
+}
+
+// MaxCaptureCount bounds a capture's packet count.
+const MaxCaptureCount = 10_000_000
+
+// Validate checks a capture request's fields.
+func (r *CaptureRequest) Validate() error {
+	if r.Stage == "" {
+		return Errorf(ErrBadRequest, "capture: stage is required")
+	}
+	if r.File == "" || !strings.HasPrefix(r.File, "/") {
+		return Errorf(ErrBadRequest, "capture: file %q: want an absolute path on the daemon's host", r.File)
+	}
+	if r.Count == 0 {
+		r.Count = 1000
+	}
+	if r.Count < 0 || r.Count > MaxCaptureCount {
+		return Errorf(ErrBadRequest, "capture: count %d: want 1..%d", r.Count, MaxCaptureCount)
+	}
+	if r.Snaplen == 0 {
+		r.Snaplen = 65535
+	}
+	if r.Snaplen < 14 || r.Snaplen > 65535 {
+		return Errorf(ErrBadRequest, "capture: snaplen %d: want 14..65535", r.Snaplen)
+	}
+	return nil
+}
+
+// CaptureInfo is the state of the capture.
+type CaptureInfo struct {
+	Active  bool   `json:"active"`
+	Stage   string `json:"stage,omitempty"`
+	Edge    string `json:"edge,omitempty"`
+	File    string `json:"file,omitempty"`
+	Count   int    `json:"count,omitempty"`
+	Snaplen int    `json:"snaplen,omitempty"`
+	// Written packets are in the file; Missed ones passed the tap while
+	// its buffer was full (the tap never slows the data path).
+	Written uint64 `json:"written"`
+	Missed  uint64 `json:"missed"`
+	// Stopped says why a capture ended: count reached, stopped, the stage
+	// left the pipeline in a swap, a write error.
+	Stopped string `json:"stopped,omitempty"`
+}

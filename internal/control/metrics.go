@@ -1,0 +1,182 @@
+package control
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The metrics carry the same counters as Stats, named by the Prometheus
+// conventions: warpflow_ prefix, units in the name, _total for counters.
+// Labels are bounded: queue (the served queues, fixed at start), port
+// (the pipelines' tx ports), reason (their drop reasons and the engine's),
+// stage and kind (their stages; the store holds at most 64 pipelines),
+// place (the frame places), worker (fixed per queue).
+var (
+	mReceived      = desc("received_packets_total", "Packets received from the queue's RX ring.", "queue")
+	mReceivedBytes = desc("received_bytes_total", "Bytes received.", "queue")
+	mTxPackets     = desc("transmitted_packets_total", "Packets a tx port accepted.", "queue", "port")
+	mTxBytes       = desc("transmitted_bytes_total", "Bytes a tx port accepted.", "queue", "port")
+	mDropped       = desc("dropped_packets_total", "Packets dropped, by reason (the pipeline's and the engine's).", "queue", "reason")
+	mPassed        = desc("passed_packets_total", "Packets passed to the kernel.", "queue")
+	mBatches       = desc("batches_total", "Batches the engine completed.", "queue")
+	mKernel        = desc("kernel_dropped_packets_total", "Frames the kernel dropped before the engine saw them (XDP_STATISTICS), by reason.", "queue", "reason")
+	mRedirected    = desc("xdp_redirected_packets_total", "Frames the XDP program redirected to the queue's socket.", "queue")
+	mNoSocket      = desc("xdp_no_socket_packets_total", "Frames the XDP program passed on for want of a socket on their queue.", "queue")
+	mTXCopied      = desc("tx_copied_packets_total", "Packets an output copied into a UMEM of its own (it could not share the receiving queue's).", "queue")
+	mFrames        = desc("frames", "Frames of the queue's UMEM in each place.", "queue", "place")
+	mStagePackets  = desc("stage_packets_total", "Packets that arrived at a pipeline stage.", "queue", "stage", "kind")
+	mStageBytes    = desc("stage_bytes_total", "Bytes that arrived at a pipeline stage.", "queue", "stage", "kind")
+	mStageCalls    = desc("stage_calls_total", "Vectors (batches) a stage processed.", "queue", "stage", "kind")
+	mStageSeconds  = desc("stage_seconds_total", "Time spent in a stage (with timing on).", "queue", "stage", "kind")
+	mStageDrops    = desc("stage_dropped_packets_total", "Packets a stage sent to a drop, by reason.", "queue", "stage", "reason")
+	mWorkerPackets = desc("worker_packets_total", "Packets a CPU worker processed.", "queue", "worker")
+	mWorkerBatches = desc("worker_batches_total", "Batches a CPU worker processed.", "queue", "worker")
+	mWorkerParks   = desc("worker_parks_total", "Times a CPU worker parked for want of work.", "queue", "worker")
+	mSwaps         = desc("pipeline_swaps_total", "Live pipeline swaps.")
+	mGeneration    = desc("pipeline_generation", "The running plan's generation (1 at start, +1 per swap).")
+	mPipeline      = desc("pipeline_info", "The running pipeline (value 1).", "pipeline")
+	mLinkLosses    = desc("link_losses_total", "Interfaces lost while running.")
+	mUptime        = desc("uptime_seconds", "Seconds since the daemon started.")
+	mCapture       = desc("capture_written_packets_total", "Packets the current or last capture wrote.")
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("warpflow_"+name, help, labels, nil)
+}
+
+// collector turns one Stats read per scrape into metrics.
+type collector struct{ stats func() Stats }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
+		mRedirected, mNoSocket, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
+		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter(mSwaps, float64(s.Swaps))
+	gauge(mGeneration, float64(s.Generation))
+	gauge(mPipeline, 1, s.Pipeline)
+	counter(mLinkLosses, float64(s.LinkLosses))
+	gauge(mUptime, time.Duration(s.UptimeNs).Seconds())
+	if s.Capture != nil {
+		counter(mCapture, float64(s.Capture.Written))
+	}
+	for _, q := range s.Queues {
+		counter(mReceived, float64(q.Received), q.Queue)
+		counter(mReceivedBytes, float64(q.ReceivedBytes), q.Queue)
+		for port, pc := range q.Counts.Ports {
+			counter(mTxPackets, float64(pc.Packets), q.Queue, port)
+			counter(mTxBytes, float64(pc.Bytes), q.Queue, port)
+		}
+		for reason, n := range q.Drops {
+			counter(mDropped, float64(n), q.Queue, reason)
+		}
+		counter(mPassed, float64(q.Passed), q.Queue)
+		counter(mBatches, float64(q.Batches), q.Queue)
+		for reason, n := range q.Kernel {
+			counter(mKernel, float64(n), q.Queue, reason)
+		}
+		counter(mRedirected, float64(q.Redirected), q.Queue)
+		counter(mNoSocket, float64(q.NoSocket), q.Queue)
+		counter(mTXCopied, float64(q.TXCopied), q.Queue)
+		a := q.Frames.FrameAccount
+		for _, p := range []struct {
+			name string
+			n    int
+		}{
+			{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
+			{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
+			{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
+		} {
+			gauge(mFrames, float64(p.n), q.Queue, p.name)
+		}
+		for _, st := range q.Stages {
+			counter(mStagePackets, float64(st.Packets), q.Queue, st.Name, st.Kind)
+			counter(mStageBytes, float64(st.Bytes), q.Queue, st.Name, st.Kind)
+			counter(mStageCalls, float64(st.Calls), q.Queue, st.Name, st.Kind)
+			counter(mStageSeconds, float64(st.Nanos)/1e9, q.Queue, st.Name, st.Kind)
+			for reason, n := range st.Drops {
+				counter(mStageDrops, float64(n), q.Queue, st.Name, reason)
+			}
+		}
+		for i, w := range q.Workers {
+			id := strconv.Itoa(i)
+			counter(mWorkerPackets, float64(w.Packets), q.Queue, id)
+			counter(mWorkerBatches, float64(w.Batches), q.Queue, id)
+			counter(mWorkerParks, float64(w.Parks), q.Queue, id)
+		}
+	}
+}
+
+// MetricsHandler serves the Prometheus exposition of stats (one call per
+// scrape) and the Go runtime's and process's own metrics.
+func MetricsHandler(stats func() Stats) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{stats}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// MetricsAddr resolves a --metrics-addr value: a bare port (":9100" or
+// "9100") listens on loopback; an explicit host is taken as given.
+func MetricsAddr(addr string) (string, error) {
+	if addr == "" {
+		return "", fmt.Errorf("metrics address is empty")
+	}
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("metrics address %q: %w", addr, err)
+	}
+	return addr, nil
+}
+
+// MetricsServer serves /metrics on addr until Close.
+type MetricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// ServeMetrics listens on addr (see MetricsAddr) and serves /metrics.
+func ServeMetrics(addr string, stats func() Stats) (*MetricsServer, error) {
+	a, err := MetricsAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", a)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", MetricsHandler(stats))
+	m := &MetricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}}
+	go m.srv.Serve(ln)
+	return m, nil
+}
+
+// Addr is the address the metrics are served on.
+func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
+
+// Close stops serving.
+func (m *MetricsServer) Close() error { return m.srv.Close() }

@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+// captureBuffer is each tap buffer's size (two are used in turn): at the
+// writer's 20 ms cadence it holds some 200 Mbit/s of full packets.
+const captureBuffer = 4 << 20
+
+// capture is a tap on every queue's engine and the goroutine that writes
+// what it copies to a pcap file, off the data path.
+type capture struct {
+	req     control.CaptureRequest
+	tap     *pipelines.Tap
+	graph   *pipelines.Graph
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex // guards the fields below
+	written uint64
+	stopped string
+	err     error
+}
+
+func (d *Daemon) captureInfo() control.CaptureInfo {
+	d.capMu.Lock()
+	c := d.capture
+	d.capMu.Unlock()
+	if c == nil {
+		return control.CaptureInfo{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ci := control.CaptureInfo{
+		Active: c.stopped == "", Stage: c.req.Stage, Edge: c.req.Edge, File: c.req.File,
+		Count: c.req.Count, Snaplen: c.req.Snaplen, Written: c.written, Missed: c.tap.Missed(), Stopped: c.stopped,
+	}
+	return ci
+}
+
+func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if ci := d.captureInfo(); ci.Active {
+		return ci, control.Errorf(control.ErrConflict, "a capture of stage %q to %s is running: stop it first", ci.Stage, ci.File)
+	}
+	g := d.graph
+	tap, err := g.NewTap(r.Stage, r.Edge, r.Count, r.Snaplen, captureBuffer)
+	if err != nil {
+		return control.CaptureInfo{}, control.Errorf(control.ErrBadRequest, "%v", err)
+	}
+	f, err := os.OpenFile(r.File, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return control.CaptureInfo{}, control.Errorf(control.ErrBadRequest, "capture file: %v (it must not exist yet)", err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(uint32(r.Snaplen), layers.LinkTypeEthernet); err != nil {
+		f.Close()
+		os.Remove(r.File)
+		return control.CaptureInfo{}, control.Errorf(control.ErrInternal, "capture file header: %v", err)
+	}
+	c := &capture{req: r, tap: tap, graph: g, stop: make(chan struct{}), done: make(chan struct{})}
+	for i, qq := range d.queues {
+		if err := qq.eng.SetTap(g, tap); err != nil {
+			for _, back := range d.queues[:i] {
+				back.eng.SetTap(nil, nil)
+			}
+			f.Close()
+			os.Remove(r.File)
+			return control.CaptureInfo{}, control.Errorf(control.ErrConflict, "%v", err)
+		}
+	}
+	d.capMu.Lock()
+	d.capture = c
+	d.capMu.Unlock()
+	go d.writeCapture(c, f, w)
+	d.log.Info("capture started", "stage", r.Stage, "edge", r.Edge, "file", r.File, "count", r.Count, "snaplen", r.Snaplen)
+	return d.captureInfo(), nil
+}
+
+// writeCapture drains the tap into the file until it took its count or is
+// stopped, then removes the tap and closes the file.
+func (d *Daemon) writeCapture(c *capture, f *os.File, w *pcapgo.Writer) {
+	defer close(c.done)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	reason := ""
+	var werr error
+	drain := func() {
+		c.tap.Drain(func(ts time.Time, data []byte, length int) {
+			if werr != nil {
+				return
+			}
+			ci := gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(data), Length: length}
+			if werr = w.WritePacket(ci, data); werr == nil {
+				c.mu.Lock()
+				c.written++
+				c.mu.Unlock()
+			}
+		})
+	}
+	for reason == "" {
+		select {
+		case <-c.stop:
+			reason = "stopped"
+		case <-t.C:
+			if c.tap.Done() {
+				reason = fmt.Sprintf("count %d reached", c.req.Count)
+			}
+		}
+		drain()
+		if werr != nil && reason == "" {
+			reason = "write error: " + werr.Error()
+		}
+	}
+	c.tap.Stop()
+	for _, qq := range d.queues {
+		qq.eng.SetTap(nil, nil)
+	}
+	drain() // what was copied before the runners let go of the tap
+	if err := f.Close(); err != nil && werr == nil {
+		werr = err
+		reason = "close: " + err.Error()
+	}
+	c.mu.Lock()
+	if c.stopped == "" {
+		c.stopped = reason
+	}
+	c.err = werr
+	c.mu.Unlock()
+	d.log.Info("capture ended", "stage", c.req.Stage, "file", c.req.File, "written", c.written, "missed", c.tap.Missed(), "reason", c.stopped)
+}
+
+func (d *Daemon) captureStop(reason string) (control.CaptureInfo, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if !d.captureInfo().Active {
+		if ci := d.captureInfo(); ci.Stopped != "" {
+			return ci, nil // already ended: report how
+		}
+		return control.CaptureInfo{}, control.Errorf(control.ErrNotFound, "%v is running", errNoCapture)
+	}
+	d.captureStopLocked(reason)
+	return d.captureInfo(), nil
+}
+
+// captureStopLocked stops a running capture and waits for its file to be
+// closed. d.ctlMu is held.
+func (d *Daemon) captureStopLocked(reason string) {
+	d.capMu.Lock()
+	c := d.capture
+	d.capMu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	active := c.stopped == ""
+	if active {
+		c.stopped = reason
+	}
+	c.mu.Unlock()
+	if active {
+		close(c.stop)
+	}
+	<-c.done
+}

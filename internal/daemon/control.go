@@ -1,0 +1,259 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+// maxStored bounds the pipeline store (and so the label sets the metrics
+// can grow to).
+const maxStored = 64
+
+// swapTimeout bounds how long a swap waits for the previous swap's grace
+// period on a queue.
+const swapTimeout = 5 * time.Second
+
+// stored is one pipeline in the daemon's store.
+type stored struct {
+	name   string
+	file   string
+	source string
+	graph  *pipelines.Graph
+	at     time.Time
+	by     string
+}
+
+// Backend returns the daemon as the control server's backend.
+func (d *Daemon) Backend() control.Backend { return backend{d} }
+
+type backend struct{ d *Daemon }
+
+func (b backend) Pipelines() control.PipelineList { return b.d.pipelines() }
+func (b backend) Load(peer string, r control.LoadRequest) (control.PipelineInfo, error) {
+	return b.d.load(peer, r)
+}
+func (b backend) Show(name string) (control.PipelineDetail, error) { return b.d.show(name) }
+func (b backend) Remove(name string) error                         { return b.d.remove(name) }
+func (b backend) Swap(name string) (control.SwapReply, error)      { return b.d.Swap(name) }
+func (b backend) Stats() control.Stats                             { return b.d.Stats() }
+func (b backend) Ports() control.PortsReply                        { return b.d.ports() }
+func (b backend) Capture() control.CaptureInfo                     { return b.d.captureInfo() }
+func (b backend) CaptureStart(r control.CaptureRequest) (control.CaptureInfo, error) {
+	return b.d.captureStart(r)
+}
+func (b backend) CaptureStop() (control.CaptureInfo, error) { return b.d.captureStop("stopped") }
+
+func (d *Daemon) info(s *stored) control.PipelineInfo {
+	pi := control.Info(s.name, s.file, s.graph)
+	pi.Running, pi.LoadedAt, pi.LoadedBy = s.name == d.running, s.at, s.by
+	return pi
+}
+
+func (d *Daemon) pipelines() control.PipelineList {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	l := control.PipelineList{Running: d.running}
+	if len(d.queues) > 0 {
+		l.Generation, _ = d.queues[0].eng.Generation()
+	}
+	names := make([]string, 0, len(d.store))
+	for n := range d.store {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l.Pipelines = append(l.Pipelines, d.info(d.store[n]))
+	}
+	return l
+}
+
+// runnable checks that g can run on this daemon as configured: every tx
+// port maps to an interface the queues transmit on, and the pass rule.
+func (d *Daemon) runnable(g *pipelines.Graph) (map[string]string, error) {
+	if err := d.checkPass(g); err != nil {
+		return nil, err
+	}
+	pi, err := d.portInterfaces(g)
+	if err != nil {
+		return nil, err
+	}
+	for port, iface := range pi {
+		if !slices.Contains(d.outputs, iface) {
+			return nil, fmt.Errorf("pipeline %q transmits on port %q (interface %s), which this daemon does not transmit on: it opened transmit sockets on %v, the interfaces its startup pipeline uses; restart it with a pipeline or config that uses %s", g.Name(), port, iface, d.outputs, iface)
+		}
+	}
+	return pi, nil
+}
+
+func (d *Daemon) load(peer string, r control.LoadRequest) (control.PipelineInfo, error) {
+	file := r.File
+	if file == "" {
+		file = "pipeline.yaml"
+	}
+	g, err := pipelines.Load(file, []byte(r.Source))
+	if err != nil {
+		return control.PipelineInfo{}, control.PipelineProblems(err)
+	}
+	if _, err := d.runnable(g); err != nil {
+		return control.PipelineInfo{}, &control.Error{Code: control.ErrInvalidPipeline.Code, Message: "pipeline cannot run on this daemon", Problems: []string{err.Error()}}
+	}
+	name := r.Name
+	if name == "" {
+		name = g.Name()
+	}
+	if err := control.ValidName(name); err != nil {
+		return control.PipelineInfo{}, fmt.Errorf("%w (the pipeline's own name; give one with --name)", err)
+	}
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if name == d.running {
+		return control.PipelineInfo{}, control.Errorf(control.ErrConflict, "pipeline %q is running: load the new version under another name and swap to it", name)
+	}
+	if _, ok := d.store[name]; !ok && len(d.store) >= maxStored {
+		return control.PipelineInfo{}, control.Errorf(control.ErrRefused, "the store holds %d pipelines already: remove one first", maxStored)
+	}
+	s := &stored{name: name, file: file, source: r.Source, graph: g, at: time.Now(), by: peer}
+	d.store[name] = s
+	return d.info(s), nil
+}
+
+func (d *Daemon) show(name string) (control.PipelineDetail, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	s, ok := d.store[name]
+	if !ok {
+		return control.PipelineDetail{}, d.notFound(name)
+	}
+	nodes := control.Nodes(s.graph)
+	return control.PipelineDetail{PipelineInfo: d.info(s), Graph: nodes, Source: s.source, DOT: control.DOT(s.graph.Name(), nodes)}, nil
+}
+
+func (d *Daemon) notFound(name string) error {
+	names := make([]string, 0, len(d.store))
+	for n := range d.store {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return control.Errorf(control.ErrNotFound, "no pipeline %q (stored: %v)", name, names)
+}
+
+func (d *Daemon) remove(name string) error {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if _, ok := d.store[name]; !ok {
+		return d.notFound(name)
+	}
+	if name == d.running {
+		return control.Errorf(control.ErrConflict, "pipeline %q is running: swap to another one first", name)
+	}
+	delete(d.store, name)
+	return nil
+}
+
+// outputsFor are queue qq's outputs for a pipeline with port map pi.
+func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
+	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
+	for port, iface := range pi {
+		outs.Ports[port] = qq.q.Output(iface)
+	}
+	return outs
+}
+
+// Swap makes the stored pipeline name the running one on every queue,
+// live: each queue's engine takes the new plan up at a batch boundary
+// (see dataplane.Engine.Swap). A capture in progress is stopped first (its
+// stage belongs to the old pipeline). When a queue refuses, the queues
+// already swapped go back to the old pipeline and the error says why.
+func (d *Daemon) Swap(name string) (control.SwapReply, error) {
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	var rep control.SwapReply
+	s, ok := d.store[name]
+	if !ok {
+		return rep, d.notFound(name)
+	}
+	if name == d.running {
+		return rep, control.Errorf(control.ErrConflict, "pipeline %q is already running", name)
+	}
+	pi, err := d.runnable(s.graph)
+	if err != nil {
+		return rep, control.Errorf(control.ErrRefused, "%v", err)
+	}
+	old := d.store[d.running]
+	oldPI, _ := d.portInterfaces(old.graph)
+	d.captureStopLocked("the pipeline was swapped")
+	results := make([]dataplane.SwapResult, 0, len(d.queues))
+	returned := make([]time.Time, 0, len(d.queues))
+	for i, qq := range d.queues {
+		res, err := qq.eng.Swap(s.graph, qq.outputsFor(pi), swapTimeout)
+		if err != nil {
+			for _, back := range d.queues[:i] {
+				if _, berr := back.eng.Swap(old.graph, back.outputsFor(oldPI), swapTimeout); berr != nil {
+					d.log.Error("swap back after a failed swap", "queue", back.q.RX().Name(), "err", berr)
+				}
+			}
+			return rep, control.Errorf(control.ErrRefused, "queue %s: %v", qq.q.RX().Name(), err)
+		}
+		results = append(results, res)
+		returned = append(returned, time.Now())
+	}
+	// Give the data path a moment to show the swap, so the reply can say
+	// when it did (a queue without traffic shows -1).
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for i, qq := range d.queues {
+		at := int64(-1)
+		if qq.eng.WaitActive(ctx, results[i]) {
+			at = results[i].ActiveAt().Sub(returned[i]).Nanoseconds()
+		}
+		rep.ActiveAfterNs = append(rep.ActiveAfterNs, at)
+	}
+	d.swapKernelRules(s.file, s.source) // the split pipeline's kernel half (offload.go)
+	r0 := results[0]
+	rep.From, rep.To, rep.Generation, rep.Queues = d.running, name, r0.Generation, len(d.queues)
+	rep.PoolChange, rep.Kept, rep.Reset, rep.Added, rep.Removed = r0.PoolChange, r0.Kept, r0.Reset, r0.Added, r0.Removed
+	d.running = name
+	d.graph = s.graph
+	d.swaps.Add(1)
+	return rep, nil
+}
+
+func (d *Daemon) ports() control.PortsReply {
+	var r control.PortsReply
+	for _, in := range d.cfg.Interfaces {
+		ii := control.InterfaceInfo{Name: in.Name, Receives: in.Receives(), AttachAsked: orDefault(in.Attach, "auto"), BindAsked: orDefault(in.Bind, "auto")}
+		if prog := d.progs[in.Name]; prog != nil {
+			ii.Attach = prog.Attached().String()
+		}
+		for _, qq := range d.queues {
+			if qq.q.Interface() == in.Name {
+				ii.Queues = append(ii.Queues, qq.q.Queue())
+			}
+		}
+		r.Interfaces = append(r.Interfaces, ii)
+	}
+	for _, qq := range d.queues {
+		fa := qq.eng.Frames()
+		qp := control.QueuePorts{
+			Queue:  qq.q.RX().Name(),
+			Frames: control.Frames{FrameAccount: fa, Total: fa.Total()},
+			UMEM:   control.UMEMInfo{Frames: d.cfg.UMEM.Frames, FrameSize: d.cfg.UMEM.FrameSize, Headroom: d.cfg.UMEM.Headroom},
+		}
+		for _, p := range qq.q.Ports() {
+			so := p.Socket()
+			qp.Sockets = append(qp.Sockets, control.SocketInfo{Port: p.Name(), Interface: so.Interface(), Queue: qq.q.Queue(), Bind: so.Bound().String(), Counters: p.Counters()})
+		}
+		r.Queues = append(r.Queues, qp)
+	}
+	return r
+}
+
+var errNoCapture = errors.New("no capture")
