@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,7 +181,7 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 		if cfg.File != "" {
 			// A flag's path is relative to where warpflowd runs, not to
 			// the config file.
-			if abs, err := absPath(f.pipeline); err == nil {
+			if abs, err := filepath.Abs(f.pipeline); err == nil {
 				cfg.Pipeline = abs
 			}
 		}
@@ -292,17 +293,6 @@ func parseIfaceFlag(spec string) (daemon.InterfaceConfig, error) {
 		}
 	}
 	return in, nil
-}
-
-func absPath(p string) (string, error) {
-	if strings.HasPrefix(p, "/") {
-		return p, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return wd + "/" + p, nil
 }
 
 func newLogger(c daemon.LogConfig) (*slog.Logger, error) {

@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -733,8 +732,6 @@ func TestLiveInterfaceDeletion(t *testing.T) {
 		t.Error("an XDP program is still attached to dp0 after the daemon exited")
 	}
 }
-
-var _ = context.Background
 
 // TestSetupErrors: each setup failure is one line naming the cause and the
 // fix, with exit 1 (2 for a bad pipeline or config), and nothing attached.
