@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -104,31 +103,10 @@ func ipChecksum(h []byte) uint16 {
 	return ^uint16(s)
 }
 
-var (
-	ctlBuildOnce sync.Once
-	ctlBin       string
-	ctlBuildErr  error
-)
-
 // warpctlBinary builds cmd/warpctl once per test binary.
 func warpctlBinary(t *testing.T) string {
 	t.Helper()
-	ctlBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "warpctl-bin-")
-		if err != nil {
-			ctlBuildErr = err
-			return
-		}
-		ctlBin = filepath.Join(dir, "warpctl")
-		out, err := exec.Command("go", "build", "-o", ctlBin, "github.com/warpflow/warpflow/cmd/warpctl").CombinedOutput()
-		if err != nil {
-			ctlBuildErr = fmt.Errorf("go build warpctl: %v\n%s", err, out)
-		}
-	})
-	if ctlBuildErr != nil {
-		t.Fatal(ctlBuildErr)
-	}
-	return ctlBin
+	return ctlBinary.build(t, "github.com/warpflow/warpflow/cmd/warpctl", false)
 }
 
 // warpctl runs the CLI against sock and returns its stdout, stderr and

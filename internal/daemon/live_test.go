@@ -53,35 +53,47 @@ func requireLive(t *testing.T, tools ...string) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
+// builtBinary is one command of this module, built once per test binary.
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
 
-// daemonBinary builds cmd/warpflowd once per test binary.
-func daemonBinary(t *testing.T) string {
+var daemonBin, ctlBinary builtBinary
+
+// build builds pkg (a command of this module) into a temporary directory
+// once; race also builds it with the race detector.
+func (b *builtBinary) build(t *testing.T, pkg string, race bool) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "warpflowd-bin-")
+	b.once.Do(func() {
+		name := filepath.Base(pkg)
+		dir, err := os.MkdirTemp("", name+"-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		builtBin = filepath.Join(dir, "warpflowd")
-		args := []string{"build", "-o", builtBin}
-		if raceEnabled {
-			args = append(args, "-race") // the daemon's goroutines checked too
+		b.path = filepath.Join(dir, name)
+		args := []string{"build", "-o", b.path}
+		if race {
+			args = append(args, "-race")
 		}
-		out, err := exec.Command("go", append(args, "github.com/warpflow/warpflow/cmd/warpflowd")...).CombinedOutput()
+		out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build warpflowd: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return builtBin
+	return b.path
+}
+
+// daemonBinary builds cmd/warpflowd once per test binary (with the race
+// detector when the tests have it: the daemon's goroutines checked too).
+func daemonBinary(t *testing.T) string {
+	t.Helper()
+	return daemonBin.build(t, "github.com/warpflow/warpflow/cmd/warpflowd", raceEnabled)
 }
 
 // newLab builds a lab with a prefix unique to this run and removes it at
