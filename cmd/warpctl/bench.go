@@ -64,7 +64,7 @@ the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.pn
 			return nil
 		},
 	}
-	cmd.AddCommand(newBenchLiveCommand())
+	cmd.AddCommand(newBenchLiveCommand(), newBenchScalingCommand())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay (default: the embedded copy of testdata/captures/bench-64.pcap)")
 	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per measurement")
