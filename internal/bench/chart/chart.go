@@ -20,6 +20,7 @@ var chartLabels = map[string]string{
 	bench.RowGopacketSparse: "gopacket decode, sparse (baseline)",
 	bench.RowGopacketReader: "gopacket read+decode (baseline)",
 	bench.RowTestpmd:        "dpdk-testpmd macswap (baseline)",
+	bench.RowTestpmdIO:      "dpdk-testpmd io (baseline)",
 	bench.RowParse:          "warpflow parse",
 	bench.RowMacswap:        "warpflow parse+macswap",
 	bench.RowDefault1k:      "warpflow default, 1000 rules",
