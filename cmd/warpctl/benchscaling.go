@@ -74,6 +74,7 @@ are printed. --json writes everything; draw it with
 	fl.IntVar(&o.IOCPU, "io-cpu", o.IOCPU, "CPU of the I/O loop in the workers shape (-1: not pinned)")
 	fl.StringVar(&cpus, "cpus", bench.FormatCPUList(o.CPUs), "CPUs of worker or engine i, in order (a list such as 1-15; empty: not pinned)")
 	fl.IntVar(&o.Frames, "frames", o.Frames, "frames each engine's capture is preloaded into (0: enough for the largest worker count)")
+	fl.IntVar(&o.BatchSize, "batch", o.BatchSize, "batch size (0: the pipeline's)")
 	fl.BoolVar(&o.Spin, "spin", o.Spin, "idle workers busy-poll instead of the default spin, yield, park policy")
 	fl.BoolVar(&o.IOCeiling, "io-ceiling", o.IOCeiling, "also measure one I/O loop with a transmit-only pipeline at the largest worker count")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")

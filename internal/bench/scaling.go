@@ -82,6 +82,8 @@ type ScalingOptions struct {
 	// never wait for a frame (twice the slots times the batch size), at
 	// least 8192.
 	Frames int
+	// BatchSize overrides the pipeline's batch size when > 0.
+	BatchSize int
 	// Spin makes idle workers busy-poll instead of the engine's default
 	// idle policy (spin, yield, then park until woken).
 	Spin bool
@@ -89,15 +91,20 @@ type ScalingOptions struct {
 	IOCeiling bool
 }
 
-// DefaultScalingOptions measures 1, 2, 4, 8 and 14 workers and engines, 5
-// million packets per worker or engine, 5 repeats, the I/O loop on the
-// first allowed CPU and the workers on the others (one thread per physical
-// core first).
+// DefaultScalingOptions measures 1, 2, 4, 8 and 14 workers and engines, 20
+// million packets per worker or engine (about half a second per point at
+// 40 Mpps per core), 5 repeats, the I/O loop on the first allowed CPU and
+// the workers on the others (one thread per physical core first). Counts
+// beyond the CPUs there are left out of the lists.
 func DefaultScalingOptions() ScalingOptions {
 	io, cpus := defaultScalingCPUs()
+	ns := []int{1, 2, 4, 8, 14}
+	if len(cpus) > 0 {
+		ns = slices.DeleteFunc(ns, func(n int) bool { return n > len(cpus) })
+	}
 	return ScalingOptions{
-		Packets: 5_000_000, Repeats: 5,
-		Workers: []int{1, 2, 4, 8, 14}, Engines: []int{1, 2, 4, 8, 14},
+		Packets: 20_000_000, Repeats: 5,
+		Workers: ns, Engines: slices.Clone(ns),
 		IOCPU: io, CPUs: cpus, IOCeiling: true,
 	}
 }
@@ -129,13 +136,15 @@ type ScalingPoint struct {
 	// Allocs is the most heap allocations of any measurement's timed
 	// region (all goroutines): zero per packet means a handful per run.
 	Allocs uint64 `json:"allocs_per_run"`
-	// ExecutorFullPerBatch (workers shapes) is the I/O loop's turns that
+	// Batches (workers shapes) is the batches the engine completed in the
+	// median run. ExecutorFullPerBatch is the I/O loop's turns that
 	// found every worker slot in flight, per batch, over the median run:
 	// well above zero when the workers set the pace, near zero when the I/O
 	// loop does. WorkerIdlePerBatch is the workers' idle polls per batch
 	// (spins + yields), high when the I/O loop starves them; WorkerShare
 	// is the least and most packets any one worker took, as a fraction of
 	// an even share.
+	Batches              uint64     `json:"batches,omitempty"`
 	ExecutorFullPerBatch float64    `json:"executor_full_per_batch,omitempty"`
 	WorkerIdlePerBatch   float64    `json:"worker_idle_polls_per_batch,omitempty"`
 	WorkerParks          uint64     `json:"worker_parks,omitempty"`
@@ -184,6 +193,9 @@ func (o ScalingOptions) validate() error {
 	}
 	if len(o.Workers) == 0 && len(o.Engines) == 0 {
 		return errors.New("no worker or engine counts: nothing to measure")
+	}
+	if o.BatchSize < 0 || o.BatchSize > rings.MaxBatch {
+		return fmt.Errorf("batch size %d: must be in [0, %d] (0: the pipeline's)", o.BatchSize, rings.MaxBatch)
 	}
 	if o.Frames < 0 || o.Frames > 1<<22 {
 		return fmt.Errorf("frames %d: must be in [0, %d]", o.Frames, 1<<22)
@@ -273,6 +285,9 @@ func RunScaling(ctx context.Context, o ScalingOptions, log io.Writer) (ScalingRe
 		}
 	}
 	res.Pipeline, res.BatchSize = defaults[0].Name(), defaults[0].Settings().BatchSize
+	if o.BatchSize > 0 {
+		res.BatchSize = o.BatchSize
+	}
 
 	maxWorkers := slices.Max(append([]int{0}, o.Workers...))
 	res.Frames = o.Frames
@@ -389,6 +404,7 @@ func (p *ScalingPoint) fill(ms []measurement) {
 	p.Mpps, p.Packets, p.Replayed = med.mpps, med.packets, med.replayed
 	p.PerUnitMpps = p.Mpps / float64(p.N)
 	if med.batches > 0 {
+		p.Batches = med.batches
 		p.ExecutorFullPerBatch = float64(med.execFull) / float64(med.batches)
 		p.WorkerIdlePerBatch = float64(med.idlePolls) / float64(med.batches)
 		p.WorkerParks, p.WorkerShare = med.parks, med.share
@@ -456,7 +472,7 @@ type unit struct {
 // newUnit builds an engine over a fresh arena holding the preloaded
 // capture, with a null port for every tx port of g. workersN 0 runs inline;
 // otherwise the pool's workers are pinned to cpus (when not empty).
-func newUnit(g *pipelines.Graph, capture []byte, frames, loops, workersN int, cpus []int, spin bool) (*unit, error) {
+func newUnit(g *pipelines.Graph, capture []byte, frames, loops, workersN int, cpus []int, o ScalingOptions) (*unit, error) {
 	arena, err := rings.NewArena(rings.ArenaOptions{Frames: frames, FrameSize: 2048, Headroom: 256})
 	if err != nil {
 		return nil, fmt.Errorf("frame arena: %w", err)
@@ -474,8 +490,8 @@ func newUnit(g *pipelines.Graph, capture []byte, frames, loops, workersN int, cp
 		outs.Ports[name] = s
 	}
 	eo := dataplane.DefaultOptions()
-	eo.Workers, eo.Timing = workersN, false
-	if spin {
+	eo.Workers, eo.Timing, eo.BatchSize = workersN, false, o.BatchSize
+	if o.Spin {
 		eo.Idle = workers.IdlePolicy{Spins: 1 << 30}
 	}
 	if workersN > 0 {
@@ -577,7 +593,7 @@ func measure(ctx context.Context, p scalingPlan, capture []byte, frames int, o S
 					return
 				}
 			}
-			u, err := newUnit(p.graphs[i], capture, frames, p.loops, s.workers, s.wcpus, o.Spin)
+			u, err := newUnit(p.graphs[i], capture, frames, p.loops, s.workers, s.wcpus, o)
 			if err != nil {
 				ready <- err
 				return

@@ -142,6 +142,24 @@ func TestScalingAllocsDoNotGrowWithPackets(t *testing.T) {
 	}
 }
 
+// TestRunScalingBatchSize: the batch size override reaches the result and
+// sizes the preloaded frames (twice the 64 slots of one worker times the
+// batch), and the run still counts what it replayed.
+func TestRunScalingBatchSize(t *testing.T) {
+	o := tinyScaling()
+	o.Repeats, o.Workers, o.Engines, o.IOCeiling, o.BatchSize = 1, []int{1}, nil, false, 256
+	res, err := RunScaling(context.Background(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BatchSize != 256 || res.Frames != 2*64*256 {
+		t.Fatalf("batch %d, frames %d", res.BatchSize, res.Frames)
+	}
+	if p := res.Points[0]; p.Err != "" || p.Packets != res.PacketsPerUnit || p.Replayed != p.Packets || p.Batches != p.Packets/256 {
+		t.Fatalf("point %+v", p)
+	}
+}
+
 // TestRunScalingPinned pins the I/O loop and one worker (and one engine)
 // where the machine has two CPUs.
 func TestRunScalingPinned(t *testing.T) {
@@ -183,6 +201,7 @@ func TestScalingOptionsValidate(t *testing.T) {
 		"repeated cpu":     {func(o *ScalingOptions) { o.CPUs = []int{1, 1} }, "cpu 1 given twice"},
 		"negative cpu":     {func(o *ScalingOptions) { o.CPUs = []int{1, -1} }, "cpu -1 is negative"},
 		"bad frames":       {func(o *ScalingOptions) { o.Frames = -1 }, "frames -1"},
+		"bad batch":        {func(o *ScalingOptions) { o.BatchSize = 4096 }, "batch size 4096"},
 	}
 	for name, tt := range tests {
 		o := ok
