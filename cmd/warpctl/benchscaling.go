@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -12,7 +14,7 @@ import (
 
 func newBenchScalingCommand() *cobra.Command {
 	o := bench.DefaultScalingOptions()
-	var jsonOut, cpus string
+	var jsonOut, cpus, workersList, enginesList string
 	var millions float64
 	cmd := &cobra.Command{
 		Use:   "scaling [flags]",
@@ -43,6 +45,13 @@ are printed. --json writes everything; draw it with
 				return failf(codeUsage, "--mpackets %g: must be positive", millions)
 			}
 			o.Packets = uint64(millions * 1e6)
+			var err error
+			if o.Workers, err = parseCounts(workersList); err != nil {
+				return failf(codeUsage, "--workers: %v", err)
+			}
+			if o.Engines, err = parseCounts(enginesList); err != nil {
+				return failf(codeUsage, "--engines: %v", err)
+			}
 			if cmd.Flags().Changed("cpus") {
 				list, err := bench.ParseCPUList(cpus)
 				if err != nil {
@@ -69,8 +78,8 @@ are printed. --json writes everything; draw it with
 	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay (default: the embedded copy of testdata/captures/bench-64.pcap)")
 	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per worker or engine per measurement")
 	fl.IntVar(&o.Repeats, "repeats", o.Repeats, "measurements per point (median and range reported)")
-	fl.IntSliceVar(&o.Workers, "workers", o.Workers, "worker counts behind one I/O loop (empty: leave the shape out)")
-	fl.IntSliceVar(&o.Engines, "engines", o.Engines, "engine counts side by side (empty: leave the shape out)")
+	fl.StringVar(&workersList, "workers", formatCounts(o.Workers), "worker counts behind one I/O loop (empty: leave the shape out)")
+	fl.StringVar(&enginesList, "engines", formatCounts(o.Engines), "engine counts side by side (empty: leave the shape out)")
 	fl.IntVar(&o.IOCPU, "io-cpu", o.IOCPU, "CPU of the I/O loop in the workers shape (-1: not pinned)")
 	fl.StringVar(&cpus, "cpus", bench.FormatCPUList(o.CPUs), "CPUs of worker or engine i, in order (a list such as 1-15; empty: not pinned)")
 	fl.IntVar(&o.Frames, "frames", o.Frames, "frames each engine's capture is preloaded into (0: enough for the largest worker count)")
@@ -131,4 +140,29 @@ func printBenchScaling(cmd *cobra.Command, res bench.ScalingResult) {
 		fmt.Fprintf(w, "; its ceiling with a transmit-only pipeline: %.2f Mpps", res.CeilingMpps)
 	}
 	fmt.Fprintln(w)
+}
+
+// parseCounts parses a comma-separated list of counts ("1,2,4"); empty is
+// an empty list.
+func parseCounts(s string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("count %q: want a positive integer", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+func formatCounts(ns []int) string {
+	var parts []string
+	for _, n := range ns {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ",")
 }
