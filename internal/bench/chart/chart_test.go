@@ -101,7 +101,7 @@ func TestChartTestpmdIORow(t *testing.T) {
 		},
 	}
 	marks, labels := targetMarks(res, nil, map[string]int{bench.RowMacswap: 0})
-	if len(marks) != 2 || marks[1].X != 26 || marks[1].Y != 0 || labels[1] != "target 1x: missed by the medians" {
+	if len(marks) != 2 || marks[1].X != 26 || marks[1].Y != 0 || labels[0] != "target 1x dpdk-testpmd macswap: met by the medians" || labels[1] != "target 1x dpdk-testpmd io: missed by the medians" {
 		t.Fatalf("marks %v %q", marks, labels)
 	}
 	if err := Chart(res, nil, filepath.Join(t.TempDir(), "io.png")); err != nil {
