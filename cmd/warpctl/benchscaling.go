@@ -32,6 +32,11 @@ shapes:
 and, with --io-ceiling, the workers shape at the largest N with a pipeline
 that only transmits: the rate one I/O loop can hand out and complete.
 
+The defaults depend on the machine: the I/O loop on the first CPU this
+process may use, the workers and engines on the others in order (one
+thread of every physical core before any core's second), and the counts
+of 1, 2, 4, 8 and 14 that fit.
+
 Each worker or engine gets --mpackets million packets per measurement, so
 a point with N of them replays N times as many; the rate is every packet
 counted over one wall clock from the common start to the last engine's end.
