@@ -144,12 +144,12 @@ type ScalingPoint struct {
 	// (spins + yields), high when the I/O loop starves them; WorkerShare
 	// is the least and most packets any one worker took, as a fraction of
 	// an even share.
-	Batches              uint64     `json:"batches,omitempty"`
-	ExecutorFullPerBatch float64    `json:"executor_full_per_batch,omitempty"`
-	WorkerIdlePerBatch   float64    `json:"worker_idle_polls_per_batch,omitempty"`
-	WorkerParks          uint64     `json:"worker_parks,omitempty"`
-	WorkerShare          [2]float64 `json:"worker_share,omitempty"`
-	Err                  string     `json:"error,omitempty"`
+	Batches              uint64    `json:"batches,omitempty"`
+	ExecutorFullPerBatch float64   `json:"executor_full_per_batch,omitempty"`
+	WorkerIdlePerBatch   float64   `json:"worker_idle_polls_per_batch,omitempty"`
+	WorkerParks          uint64    `json:"worker_parks,omitempty"`
+	WorkerShare          []float64 `json:"worker_share,omitempty"`
+	Err                  string    `json:"error,omitempty"`
 }
 
 // ScalingResult is a whole scaling run.
@@ -407,7 +407,7 @@ func (p *ScalingPoint) fill(ms []measurement) {
 		p.Batches = med.batches
 		p.ExecutorFullPerBatch = float64(med.execFull) / float64(med.batches)
 		p.WorkerIdlePerBatch = float64(med.idlePolls) / float64(med.batches)
-		p.WorkerParks, p.WorkerShare = med.parks, med.share
+		p.WorkerParks, p.WorkerShare = med.parks, med.share[:]
 	}
 }
 

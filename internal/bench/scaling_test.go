@@ -84,10 +84,13 @@ func TestRunScalingSmall(t *testing.T) {
 			!near(p.EfficiencyRange[1], p.MaxMpps/float64(p.N)/base[p.Shape]) {
 			t.Errorf("%s %d: efficiency %v range %v, want %v", p.Shape, p.N, p.Efficiency, p.EfficiencyRange, eff)
 		}
-		if p.Shape == ShapeWorkers && (p.ExecutorFullPerBatch < 0 || p.WorkerShare[1] < 1 || p.WorkerShare[0] > 1) {
+		if p.Shape == ShapeEngines && p.WorkerShare != nil {
+			t.Errorf("engines %d: worker share %v", p.N, p.WorkerShare)
+		}
+		if p.Shape == ShapeWorkers && (p.ExecutorFullPerBatch < 0 || len(p.WorkerShare) != 2 || p.WorkerShare[1] < 1 || p.WorkerShare[0] > 1) {
 			t.Errorf("workers %d: executor stats %+v", p.N, p)
 		}
-		if p.Shape == ShapeWorkers && p.N == 1 && (p.WorkerShare != [2]float64{1, 1}) {
+		if p.Shape == ShapeWorkers && p.N == 1 && !slices.Equal(p.WorkerShare, []float64{1, 1}) {
 			t.Errorf("one worker took share %v of the packets, want all", p.WorkerShare)
 		}
 	}

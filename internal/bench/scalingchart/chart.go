@@ -77,7 +77,10 @@ func Chart(res bench.ScalingResult, note, path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Default pipeline (parse, 1000-rule filter, SNAT + MAC swap, count), %d CPUs: total Mpps, higher is better", res.NumCPU)
 	p.Y.Label.Text = "Mpps (total)"
-	p.Legend.Top, p.Legend.Left = true, true
+	// Bottom right: under the flat one-I/O-loop line and right of where
+	// every shape starts, the emptiest corner of a scaling chart.
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.YOffs = vg.Points(6)
 	maxN, maxY := 1.0, 0.0
 	for _, pt := range res.Points {
 		if pt.Err == "" {
@@ -157,8 +160,8 @@ func Chart(res bench.ScalingResult, note, path string) error {
 		maxY = math.Max(maxY, res.CeilingMpps)
 	}
 	// Linear may run far above the data (its lines are clipped): keep the
-	// measured points readable, with room above them for the legend.
-	p.Y.Min, p.Y.Max = 0, maxY*1.45
+	// measured points readable.
+	p.Y.Min, p.Y.Max = 0, maxY*1.15
 	p.X.Min, p.X.Max = 0, maxN+1
 	var ticks []plot.Tick
 	seen := map[int]bool{}
