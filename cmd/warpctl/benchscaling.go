@@ -14,7 +14,7 @@ import (
 
 func newBenchScalingCommand() *cobra.Command {
 	o := bench.DefaultScalingOptions()
-	var jsonOut, cpus, workersList, enginesList string
+	var jsonOut, cpus, workersList, enginesList, ceilingList string
 	var millions float64
 	cmd := &cobra.Command{
 		Use:   "scaling [flags]",
@@ -57,6 +57,9 @@ are printed. --json writes everything; draw it with
 			if o.Engines, err = parseCounts(enginesList); err != nil {
 				return failf(codeUsage, "--engines: %v", err)
 			}
+			if o.CeilingWorkers, err = parseCounts(ceilingList); err != nil {
+				return failf(codeUsage, "--io-ceiling-workers: %v", err)
+			}
 			if cmd.Flags().Changed("cpus") {
 				list, err := bench.ParseCPUList(cpus)
 				if err != nil {
@@ -91,6 +94,7 @@ are printed. --json writes everything; draw it with
 	fl.IntVar(&o.BatchSize, "batch", o.BatchSize, "batch size (0: the pipeline's)")
 	fl.BoolVar(&o.Spin, "spin", o.Spin, "idle workers busy-poll instead of the default spin, yield, park policy")
 	fl.BoolVar(&o.IOCeiling, "io-ceiling", o.IOCeiling, "also measure one I/O loop with a transmit-only pipeline at the largest worker count")
+	fl.StringVar(&ceilingList, "io-ceiling-workers", "", "worker counts to measure the I/O ceiling at (empty: the largest of --workers)")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
 	return cmd
 }
@@ -142,7 +146,7 @@ func printBenchScaling(cmd *cobra.Command, res bench.ScalingResult) {
 		fmt.Fprintf(w, "one I/O loop: efficiency stays at or above %.1f for every worker count measured", bench.ScalingTargetEfficiency)
 	}
 	if res.CeilingMpps > 0 {
-		fmt.Fprintf(w, "; its ceiling with a transmit-only pipeline: %.2f Mpps", res.CeilingMpps)
+		fmt.Fprintf(w, "; its ceiling with a transmit-only pipeline at the most workers: %.2f Mpps", res.CeilingMpps)
 	}
 	fmt.Fprintln(w)
 }

@@ -87,8 +87,12 @@ type ScalingOptions struct {
 	// Spin makes idle workers busy-poll instead of the engine's default
 	// idle policy (spin, yield, then park until woken).
 	Spin bool
-	// IOCeiling adds the ShapeIOCeiling point.
-	IOCeiling bool
+	// IOCeiling adds the ShapeIOCeiling point at the largest worker count;
+	// CeilingWorkers, when not empty, names the worker counts to measure it
+	// at instead (idle workers poll the slots the I/O loop writes, so the
+	// ceiling depends on how many there are).
+	IOCeiling      bool
+	CeilingWorkers []int
 }
 
 // DefaultScalingOptions measures 1, 2, 4, 8 and 14 workers and engines, 20
@@ -172,7 +176,8 @@ type ScalingResult struct {
 	Targets []Target `json:"targets"`
 	// SaturatesAt is the smallest worker count whose efficiency falls
 	// under 0.8 (0: none in the run), SaturatedMpps its rate, and
-	// CeilingMpps the I/O ceiling point's (0: not measured).
+	// CeilingMpps the I/O ceiling point's at the largest worker count
+	// measured (0: not measured).
 	SaturatesAt   int     `json:"saturates_at_workers,omitempty"`
 	SaturatedMpps float64 `json:"saturated_mpps,omitempty"`
 	CeilingMpps   float64 `json:"io_ceiling_mpps,omitempty"`
@@ -213,7 +218,7 @@ func (o ScalingOptions) validate() error {
 	for _, list := range []struct {
 		name string
 		ns   []int
-	}{{"workers", o.Workers}, {"engines", o.Engines}} {
+	}{{"workers", o.Workers}, {"engines", o.Engines}, {"ceiling workers", o.CeilingWorkers}} {
 		for _, n := range list.ns {
 			if n < 1 {
 				return fmt.Errorf("%s %d: must be at least 1", list.name, n)
@@ -223,8 +228,8 @@ func (o ScalingOptions) validate() error {
 			}
 		}
 	}
-	if len(o.Workers) > 0 && o.IOCPU >= 0 && len(o.CPUs) > 0 {
-		used := o.CPUs[:slices.Max(o.Workers)]
+	if ws := append(slices.Clone(o.Workers), ceilingWorkers(o)...); len(ws) > 0 && o.IOCPU >= 0 && len(o.CPUs) > 0 {
+		used := o.CPUs[:slices.Max(ws)]
 		if slices.Contains(used, o.IOCPU) {
 			return fmt.Errorf("io cpu %d is also a worker cpu (%s): give the I/O loop a core of its own", o.IOCPU, FormatCPUList(used))
 		}
@@ -289,7 +294,7 @@ func RunScaling(ctx context.Context, o ScalingOptions, log io.Writer) (ScalingRe
 		res.BatchSize = o.BatchSize
 	}
 
-	maxWorkers := slices.Max(append([]int{0}, o.Workers...))
+	maxWorkers := slices.Max(append(append([]int{0}, o.Workers...), ceilingWorkers(o)...))
 	res.Frames = o.Frames
 	if res.Frames == 0 {
 		res.Frames = max(8192, 2*workerSlots(maxWorkers)*res.BatchSize)
@@ -303,12 +308,14 @@ func RunScaling(ctx context.Context, o ScalingOptions, log io.Writer) (ScalingRe
 	for _, n := range o.Engines {
 		plans = append(plans, scalingPlan{shape: ShapeEngines, n: n, graphs: defaults[:n], loops: loops, pass: pass})
 	}
-	if o.IOCeiling && maxWorkers > 0 {
+	if ceil := ceilingWorkers(o); len(ceil) > 0 {
 		g, err := load(txOnlyPipeline)
 		if err != nil {
 			return res, err
 		}
-		plans = append(plans, scalingPlan{shape: ShapeIOCeiling, n: maxWorkers, graphs: []*pipelines.Graph{g}, loops: loops * maxWorkers, pass: pass})
+		for _, n := range ceil {
+			plans = append(plans, scalingPlan{shape: ShapeIOCeiling, n: n, graphs: []*pipelines.Graph{g}, loops: loops * n, pass: pass})
+		}
 	}
 
 	samples := make([][]measurement, len(plans))
@@ -347,6 +354,19 @@ func RunScaling(ctx context.Context, o ScalingOptions, log io.Writer) (ScalingRe
 	}
 	res.analyse()
 	return res, nil
+}
+
+// ceilingWorkers lists the worker counts of the I/O ceiling points.
+func ceilingWorkers(o ScalingOptions) []int {
+	switch {
+	case !o.IOCeiling:
+		return nil
+	case len(o.CeilingWorkers) > 0:
+		return o.CeilingWorkers
+	case len(o.Workers) > 0:
+		return []int{slices.Max(o.Workers)}
+	}
+	return nil
 }
 
 func loadScalingGraph(src string) (*pipelines.Graph, error) {
@@ -447,11 +467,14 @@ func (r *ScalingResult) analyse() {
 			r.Targets = append(r.Targets, t)
 		}
 	}
+	ceilN := 0
 	for _, p := range r.Points {
 		switch {
 		case p.Err != "":
 		case p.Shape == ShapeIOCeiling:
-			r.CeilingMpps = p.Mpps
+			if p.N >= ceilN {
+				r.CeilingMpps, ceilN = p.Mpps, p.N
+			}
 		case p.Shape == ShapeWorkers && p.Efficiency > 0 && p.Efficiency < ScalingTargetEfficiency && (r.SaturatesAt == 0 || p.N < r.SaturatesAt):
 			r.SaturatesAt, r.SaturatedMpps = p.N, p.Mpps
 		}

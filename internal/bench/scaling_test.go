@@ -163,6 +163,27 @@ func TestRunScalingBatchSize(t *testing.T) {
 	}
 }
 
+// TestRunScalingCeilingWorkers: the I/O ceiling is measured at every
+// worker count asked for, and the result's ceiling is the largest count's.
+func TestRunScalingCeilingWorkers(t *testing.T) {
+	o := tinyScaling()
+	o.Repeats, o.Workers, o.Engines, o.CeilingWorkers = 1, []int{1}, nil, []int{1, 2}
+	res, err := RunScaling(context.Background(), o, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 3 || res.Points[1].Shape != ShapeIOCeiling || res.Points[1].N != 1 || res.Points[2].N != 2 {
+		t.Fatalf("points %+v", res.Points)
+	}
+	if p := res.Points[2]; p.Err != "" || p.Packets != 2*res.PacketsPerUnit || res.CeilingMpps != p.Mpps {
+		t.Fatalf("ceiling point %+v, result ceiling %v", p, res.CeilingMpps)
+	}
+	o.IOCeiling = false
+	if res, err := RunScaling(context.Background(), o, io.Discard); err != nil || len(res.Points) != 1 || res.CeilingMpps != 0 {
+		t.Fatalf("without the ceiling: %v, %+v", err, res.Points)
+	}
+}
+
 // TestRunScalingPinned pins the I/O loop and one worker (and one engine)
 // where the machine has two CPUs.
 func TestRunScalingPinned(t *testing.T) {
@@ -205,6 +226,8 @@ func TestScalingOptionsValidate(t *testing.T) {
 		"negative cpu":     {func(o *ScalingOptions) { o.CPUs = []int{1, -1} }, "cpu -1 is negative"},
 		"bad frames":       {func(o *ScalingOptions) { o.Frames = -1 }, "frames -1"},
 		"bad batch":        {func(o *ScalingOptions) { o.BatchSize = 4096 }, "batch size 4096"},
+		"zero ceiling":     {func(o *ScalingOptions) { o.CeilingWorkers = []int{0} }, "ceiling workers 0"},
+		"ceiling on io":    {func(o *ScalingOptions) { o.Workers, o.IOCPU, o.CeilingWorkers = []int{1}, 2, []int{2} }, "io cpu 2 is also a worker cpu"},
 	}
 	for name, tt := range tests {
 		o := ok
@@ -244,9 +267,10 @@ func TestScalingAnalyse(t *testing.T) {
 		pt(ShapeEngines, 4, 36, 36, 36),  // 0.9
 		pt(ShapeIOCeiling, 14, 60, 61, 59),
 		{Shape: ShapeEngines, N: 8, Err: "failed"},
+		pt(ShapeIOCeiling, 4, 70, 70, 70), // fewer idle workers: not the ceiling reported
 	}}
 	r.analyse()
-	effs := []float64{1, 0.95, 0.9, 0.625, 52.0 / 14 / 10, 1, 0.9, 0, 0}
+	effs := []float64{1, 0.95, 0.9, 0.625, 52.0 / 14 / 10, 1, 0.9, 0, 0, 0}
 	for i, p := range r.Points {
 		if !near(p.Efficiency, effs[i]) {
 			t.Errorf("%s %d: efficiency %v, want %v", p.Shape, p.N, p.Efficiency, effs[i])

@@ -63,7 +63,9 @@ func caption(res bench.ScalingResult, note string) []string {
 			res.Repeats, res.PacketsPerUnit, res.BatchSize, res.Frames, res.Idle, res.GoVersion),
 		"Workers: one I/O loop on its own core feeding N pinned workers. Engines: N engines side by side, each inline on its own core over its own copy of the capture. Dashed: linear and 0.8x linear from one worker.",
 	}
-	if res.CeilingMpps > 0 {
+	if n := len(shapeSeries(res, bench.ShapeIOCeiling).XYs); n > 1 {
+		lines = append(lines, "Dotted with triangles: one I/O loop feeding N workers with a transmit-only pipeline (the workers idle): what the I/O loop alone can hand out.")
+	} else if res.CeilingMpps > 0 {
 		lines = append(lines, fmt.Sprintf("Dotted: one I/O loop's ceiling (%.1f Mpps), measured with a transmit-only pipeline.", res.CeilingMpps))
 	}
 	if note != "" {
@@ -149,7 +151,23 @@ func Chart(res bench.ScalingResult, note, path string) error {
 		p.Add(l)
 		p.Legend.Add(ref.label, l)
 	}
-	if res.CeilingMpps > 0 {
+	// The ceiling: a level line when measured at one worker count, else
+	// its own dotted series (it moves with the number of idle workers).
+	if ceil := shapeSeries(res, bench.ShapeIOCeiling); len(ceil.XYs) > 1 {
+		l, pts, err := plotter.NewLinePoints(ceil.XYs)
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		l.Color, l.Dashes = blue, []vg.Length{vg.Points(1.5), vg.Points(3)}
+		pts.Color, pts.Shape, pts.Radius = blue, draw.TriangleGlyph{}, vg.Points(3)
+		eb, err := plotter.NewYErrorBars(ceil)
+		if err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		eb.Color, eb.CapWidth = blue, vg.Points(5)
+		p.Add(l, pts, eb)
+		p.Legend.Add("one I/O loop, transmit-only pipeline, N idle workers", l, pts)
+	} else if res.CeilingMpps > 0 {
 		l, err := plotter.NewLine(plotter.XYs{{X: 1, Y: res.CeilingMpps}, {X: maxN, Y: res.CeilingMpps}})
 		if err != nil {
 			return fmt.Errorf("chart: %w", err)

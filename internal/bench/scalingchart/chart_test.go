@@ -72,6 +72,15 @@ func TestChartDraws(t *testing.T) {
 			t.Fatalf("%s not written: %v", out, err)
 		}
 	}
+	// Ceilings at several worker counts are drawn as a series.
+	res := testResult()
+	res.Points = append(res.Points, bench.ScalingPoint{Shape: bench.ShapeIOCeiling, N: 2, Mpps: 95, MinMpps: 90, MaxMpps: 99})
+	if c := strings.Join(caption(res, ""), " "); !strings.Contains(c, "transmit-only pipeline (the workers idle)") {
+		t.Errorf("caption %q", c)
+	}
+	if err := Chart(res, "", filepath.Join(dir, "c.png")); err != nil {
+		t.Fatal(err)
+	}
 	empty := bench.ScalingResult{Points: []bench.ScalingPoint{{Shape: bench.ShapeWorkers, N: 1, Err: "x"}}}
 	if err := Chart(empty, "", filepath.Join(dir, "e.png")); err == nil {
 		t.Fatal("a result without measured points was drawn")
