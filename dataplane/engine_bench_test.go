@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,12 +12,17 @@ import (
 )
 
 // benchReplay replays the 64-byte bench capture, preloaded, through g to
-// null ports, b.N passes, and reports per-packet cost.
+// null ports, b.N passes, and reports per-packet cost. BATCH=N in the
+// environment sets the engine's batch size (Options.BatchSize) instead of
+// the pipeline's, for batch-size experiments (BENCHMARKS.md).
 func benchReplay(b *testing.B, g *pipelines.Graph, workers int) {
 	cfg := ReplayConfig{Capture: "../testdata/captures/bench-64.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
 	cfg.Arena = rings.ArenaOptions{Frames: 8192, FrameSize: 2048, Headroom: 256}
 	cfg.Engine.Workers = workers
 	cfg.Replay.Preload = true
+	if v, err := strconv.Atoi(os.Getenv("BATCH")); err == nil {
+		cfg.Engine.BatchSize = v
+	}
 	runReplayBench(b, cfg)
 }
 
