@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,6 +283,13 @@ func TestGPUBench(t *testing.T) {
 	o.ArenaBytes = 1 << 17 * 2048 // 131072 frames: 256 MiB pinned
 	if emulate {
 		o.ArenaBytes = 1 << 14 * 2048
+	}
+	// Development knobs: the kernel's block count and idle poll interval.
+	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_BLOCKS")); err == nil {
+		o.Blocks = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_POLLNS")); err == nil {
+		o.PollNs = uint32(v)
 	}
 	var desc string
 	var results []benchResult

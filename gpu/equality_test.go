@@ -366,7 +366,7 @@ func TestProbeCUDA(t *testing.T) {
 		}
 		c.Release()
 		t.Logf("round %d: %d packets in %v, kernel reports %#x", round, n, dt, c.debugWords())
-		if c.debugWords()[0] != 0xC0DE0002 {
+		if c.debugWords()[0] != 0xC0DE0003 {
 			t.Errorf("no alive marker from block 0")
 		}
 	}
@@ -378,8 +378,13 @@ func TestProbeCUDA(t *testing.T) {
 // TestSwapEmulated: a program loaded while the kernel runs is used from
 // the next slot submitted with it, without relaunching, while slots
 // already in flight with the old one finish with the old one's answers.
-func TestSwapEmulated(t *testing.T) {
-	c := openFor(t, true)
+func TestSwapEmulated(t *testing.T) { runSwap(t, true) }
+
+// TestSwapCUDA: the same on the GPU (skipped, with the reason, without).
+func TestSwapCUDA(t *testing.T) { runSwap(t, false) }
+
+func runSwap(t *testing.T, emulate bool) {
+	c := openFor(t, emulate)
 	o := c.Options()
 	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
 	if err != nil {
