@@ -88,7 +88,7 @@ struct SlotHead {
   uint64_t len0; // len | uint32_t(seq) << 32
 };
 
-// ld_sys64/32 load host memory at system scope: relaxed, so they are
+// ld_sys32 (and the poll's ld_poll_v2) load host memory at system scope: relaxed, so they are
 // served by the host's memory every time (not a cached copy) but order
 // nothing; the fence after a successful poll does.
 #ifdef WF_VOLATILE
@@ -96,12 +96,6 @@ struct SlotHead {
 #else
 #define WF_LD "ld.relaxed.sys.global"
 #endif
-__device__ __forceinline__ uint64_t ld_sys64(const void* p) {
-  uint64_t v;
-  asm volatile(WF_LD ".u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ uint32_t ld_sys32(const void* p) {
   uint32_t v;
   asm volatile(WF_LD ".u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -319,11 +313,21 @@ __device__ uint32_t lookup(const uint64_t* __restrict__ w, const uint64_t* k) {
   return best;
 }
 
-// ld_sys_v2 loads 16 aligned bytes of host memory at system scope
-// (relaxed, as ld_sys64): the poll reads a slot's whole head in one warp
-// instruction, one PCIe read.
-__device__ __forceinline__ void ld_sys_v2(const void* p, uint64_t& a, uint64_t& b) {
-  asm volatile(WF_LD ".v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+// WF_POLL_ACQUIRE 1 makes the poll's loads acquires at system scope,
+// instead of relaxed loads followed by one fence.acq_rel.sys on a hit.
+#ifndef WF_POLL_ACQUIRE
+#define WF_POLL_ACQUIRE 0
+#endif
+#if WF_POLL_ACQUIRE
+#define WF_POLL_LD "ld.acquire.sys.global"
+#else
+#define WF_POLL_LD WF_LD
+#endif
+
+// ld_poll_v2 loads 16 aligned bytes of host memory at system scope: the
+// poll reads a slot's whole head in one warp instruction, one PCIe read.
+__device__ __forceinline__ void ld_poll_v2(const void* p, uint64_t& a, uint64_t& b) {
+  asm volatile(WF_POLL_LD ".v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
 
 // ld_cv_v2 loads 16 aligned bytes the host may have rewritten since a
@@ -369,7 +373,7 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
     if (tid < 32) {
       uint64_t v0 = 0, v1 = 0;
       for (uint32_t spins = 0;; spins++) {
-        if (lane < 3) ld_sys_v2((const uint64_t*)h + 2 * lane, v0, v1);
+        if (lane < 3) ld_poll_v2((const uint64_t*)h + 2 * lane, v0, v1);
         if (__shfl_sync(full, uint32_t(v0), 0) == want) break;
         if ((spins & 63) == 63 && __shfl_sync(full, ld_sys32(stop), 0)) {
           if (tid == 0) quit = 1;
@@ -386,7 +390,9 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
         // were read in the poll itself; their sequence tags say whether
         // they were already this slot's (x86 stores them before the
         // word); one that was not is read again, now ordered.
+#if !WF_POLL_ACQUIRE
         fence_acquire_sys();
+#endif
         head[0] = w >> 32;
         head[1] = bseq == seq ? blob : ld_cv64(&h->blob);
         head[2] = addr0;
