@@ -194,9 +194,8 @@ func (c *Classifier) Options() Options { return c.o }
 func (c *Classifier) Arena() []byte { return c.arena }
 
 // Load uploads blob b for slots submitted with the returned program; a
-// running kernel picks it up from the next such slot, without relaunch.
-// (Loads while the kernel runs work in emulation; on the GPU they are
-// untested, see BENCHMARKS.md.)
+// running kernel picks it up from the next such slot, without relaunch
+// (TestSwapCUDA).
 func (c *Classifier) Load(b *pipelines.FilterBlob) (*Program, error) {
 	if c.closed.Load() {
 		return nil, net.ErrClosed

@@ -88,9 +88,9 @@ struct SlotHead {
   uint64_t len0; // len | uint32_t(seq) << 32
 };
 
-// ld_sys32 (and the poll's ld_poll_v2) load host memory at system scope: relaxed, so they are
-// served by the host's memory every time (not a cached copy) but order
-// nothing; the fence after a successful poll does.
+// ld_sys32 (and the poll's ld_poll_v2) load host memory at system scope:
+// relaxed, so they are served by the host's memory every time (not a
+// cached copy) but order nothing; the fence after a successful poll does.
 #ifdef WF_VOLATILE
 #define WF_LD "ld.volatile.global"
 #else
