@@ -389,12 +389,19 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 		fmt.Sprintf(`warpflow_received_packets_total{queue=%q}`, q.Queue):                         q.Received,
 		fmt.Sprintf(`warpflow_received_bytes_total{queue=%q}`, q.Queue):                           q.ReceivedBytes,
 		fmt.Sprintf(`warpflow_transmitted_packets_total{port="out0",queue=%q}`, q.Queue):          q.Counts.Ports["out0"].Packets,
-		fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason="a_nine"}`, q.Queue):          q.Drops["a_nine"],
-		fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason="b_seven"}`, q.Queue):         q.Drops["b_seven"],
 		fmt.Sprintf(`warpflow_xdp_redirected_packets_total{queue=%q}`, q.Queue):                   q.Redirected,
 		fmt.Sprintf(`warpflow_batches_total{queue=%q}`, q.Queue):                                  q.Batches,
 		fmt.Sprintf(`warpflow_stage_packets_total{kind="parse",queue=%q,stage="parse"}`, q.Queue): q.Stages[0].Packets,
 		`warpflow_pipeline_swaps_total{}`:                                                         s.Swaps,
+		fmt.Sprintf(`warpflow_xdp_dropped_packets_total{queue=%q}`, q.Queue):                      q.XDPDropped,
+		fmt.Sprintf(`warpflow_xdp_passed_packets_total{queue=%q}`, q.Queue):                       q.XDPPassed,
+		fmt.Sprintf(`warpflow_passed_packets_total{queue=%q}`, q.Queue):                           q.Passed - q.XDPPassed,
+	}
+	for reason, n := range q.Drops {
+		want[fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason=%q}`, q.Queue, reason)] = n
+	}
+	for _, r := range s.KernelRules {
+		want[fmt.Sprintf(`warpflow_xdp_rule_packets_total{action=%q,interface=%q,pipeline=%q,rule="%d"}`, r.Action, r.Interface, r.Pipeline, r.Rule)] = r.Packets
 	}
 	for k, v := range want {
 		name := k
