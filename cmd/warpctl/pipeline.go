@@ -303,4 +303,7 @@ func printSplit(w io.Writer, sp *control.Split) {
 	if sp.StopReason != "" {
 		fmt.Fprintf(w, "  rule %d stops the kernel's prefix: %s\n", sp.KernelRules, sp.StopReason)
 	}
+	if sp.After != "" {
+		fmt.Fprintf(w, "  the split ends there: %s\n", sp.After)
+	}
 }

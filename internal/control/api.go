@@ -206,9 +206,12 @@ type Split struct {
 	Why string `json:"why,omitempty"`
 	// KernelRules is how many of Filter's first rules run in the kernel;
 	// StopReason why the next one cannot.
-	KernelRules int         `json:"kernel_rules"`
-	StopReason  string      `json:"stop_reason,omitempty"`
-	Rules       []SplitRule `json:"rules,omitempty"`
+	KernelRules int    `json:"kernel_rules"`
+	StopReason  string `json:"stop_reason,omitempty"`
+	// After says why the split ends at the filter when every rule moved
+	// and its default leads to a stage the kernel cannot run (a balance).
+	After string      `json:"after,omitempty"`
+	Rules []SplitRule `json:"rules,omitempty"`
 }
 
 // SplitRule is one rule of the split filter.

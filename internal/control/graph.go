@@ -36,7 +36,7 @@ func SplitOf(p *pipelines.OffloadPlan) *Split {
 	if p == nil {
 		return nil
 	}
-	s := &Split{Mode: p.Mode.String(), Filter: p.Filter, Why: p.Why, KernelRules: p.Moved, StopReason: p.StopReason}
+	s := &Split{Mode: p.Mode.String(), Filter: p.Filter, Why: p.Why, KernelRules: p.Moved, StopReason: p.StopReason, After: p.After}
 	for _, r := range p.Rules {
 		s.Rules = append(s.Rules, SplitRule{Index: r.Index, Line: r.Pos.Line, Action: r.Action, Kernel: r.Kernel, Idle: r.Kernel && r.Idle})
 	}
