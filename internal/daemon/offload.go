@@ -28,7 +28,13 @@ import (
 // kernel's decisions included. Kernel drops by reason are known per rule,
 // not per queue: they join the totals' drops by reason (under the rule's
 // reason, beside the workers' drops of the same reason), and each queue's
-// program counters say how many the kernel decided there.
+// program counters say how many the kernel decided there. Stats also
+// lists the rule set in force per interface with each rule's hits
+// (KernelRules: `warpctl stats`, `top` and the xdp_rule metrics), and
+// `pipeline show` marks what runs in the kernel (split).
+//
+// A balance stage never moves: Linux refuses an XDP redirect into another
+// queue's socket (pipelines.BalanceKernelReason).
 
 // offloadState is the daemon's kernel half: the plan in force and, per
 // interface, the generations of the rule sets its program holds.
