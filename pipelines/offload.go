@@ -140,8 +140,8 @@ type OffloadPlan struct {
 	// After says, when every rule moved and the filter's default leads to
 	// a balance stage, why that stage stays on the workers
 	// (BalanceKernelReason).
-	After string
-	Kernel     KernelRules // Actions is empty when Moved == 0
+	After  string
+	Kernel KernelRules // Actions is empty when Moved == 0
 }
 
 // ErrOffloadSpec is returned by PlanOffload for a spec and graph that do
