@@ -429,6 +429,20 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 			t.Errorf("metric %s = %v (present %v), stats --json says %d", name, g, ok, v)
 		}
 	}
+	// `stats --json` balances with the kernel's decisions included: in
+	// total, by reason and per queue, where what the queue received is
+	// what the program steered to its socket plus what it decided.
+	var byReason uint64
+	for _, n := range s.Totals.Drops {
+		byReason += n
+	}
+	if tot := s.Totals; !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed || byReason != tot.Dropped || tot.XDPDropped != q.XDPDropped {
+		t.Errorf("stats --json totals: received %d, transmitted %d, dropped %d (by reason %v: %d), passed %d, xdp dropped %d, balanced %v",
+			tot.Received, tot.Transmitted, tot.Dropped, tot.Drops, byReason, tot.Passed, tot.XDPDropped, tot.Balanced)
+	}
+	if !q.Balanced || len(q.Kernel) == 0 && q.Received != q.Redirected+q.XDPDropped+q.XDPPassed {
+		t.Errorf("stats --json queue %s: balanced %v, received %d, redirected %d, xdp dropped %d passed %d", q.Queue, q.Balanced, q.Received, q.Redirected, q.XDPDropped, q.XDPPassed)
+	}
 	// The frames the split's kernel rules decided never reach a stage.
 	if q.Stages[0].Packets != q.Received-q.XDPDropped-q.XDPPassed {
 		t.Errorf("stage parse counted %d of %d received (%d decided in the kernel) across 100 swaps", q.Stages[0].Packets, q.Received, q.XDPDropped+q.XDPPassed)
