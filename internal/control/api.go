@@ -174,9 +174,9 @@ const (
 	RunsOnWorkers = "workers"
 	// RunsInXDP marks a stage part of which the XDP program runs before
 	// the workers: the entry parse (the kernel parses the outer headers
-	// for its rules) and the filter whose first rules it runs. The
-	// workers still run the whole stage on every frame the kernel steers
-	// to them.
+	// for its rules), the filter whose first rules it runs and the
+	// terminals those rules lead to. The workers still run the whole
+	// stage on every frame the kernel steers to them.
 	RunsInXDP = "xdp+workers"
 )
 

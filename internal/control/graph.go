@@ -44,16 +44,25 @@ func SplitOf(p *pipelines.OffloadPlan) *Split {
 }
 
 // MarkSplit sets each node's RunsIn from s: with kernel rules, the entry
-// parse stage and the split filter run partly in the XDP program (the
+// parse stage, the split filter and the terminals its kernel rules lead
+// to (a drop:<reason>, a pass stage) run partly in the XDP program (the
 // plan only ever splits a filter right after the entry parse).
 func MarkSplit(nodes []StageNode, s *Split) {
+	kernelTargets := map[string]bool{}
+	if s != nil {
+		for _, r := range s.Rules {
+			if r.Kernel && !r.Idle {
+				kernelTargets[r.Action] = true
+			}
+		}
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		n.RunsIn = RunsOnWorkers
 		if s == nil || s.KernelRules == 0 {
 			continue
 		}
-		if n.Name == s.Filter {
+		if n.Name == s.Filter || n.Terminal && kernelTargets[n.Name] {
 			n.RunsIn = RunsInXDP
 			continue
 		}

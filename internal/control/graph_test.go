@@ -51,7 +51,8 @@ func TestSplitMarksStages(t *testing.T) {
 	for _, n := range nodes {
 		runs[n.Name] = n.RunsIn
 	}
-	if runs["parse"] != control.RunsInXDP || runs["acl"] != control.RunsInXDP || runs["rewrite"] != control.RunsOnWorkers || runs["out"] != control.RunsOnWorkers {
+	if runs["parse"] != control.RunsInXDP || runs["acl"] != control.RunsInXDP || runs["drop:nine"] != control.RunsInXDP ||
+		runs["drop:seven"] != control.RunsOnWorkers || runs["rewrite"] != control.RunsOnWorkers || runs["out"] != control.RunsOnWorkers {
 		t.Fatalf("runs in: %v", runs)
 	}
 	dot := control.DOT("sp", nodes)

@@ -226,6 +226,7 @@ func checkShowSplit(t *testing.T, sock string, st control.Stats) {
 	if code != 0 {
 		t.Fatalf("pipeline show k: exit %d %s", code, stderr)
 	}
+	t.Logf("warpctl pipeline show k:\n%s", out)
 	var kernelHits uint64
 	for _, r := range st.KernelRules {
 		kernelHits += r.Packets
@@ -234,6 +235,7 @@ func checkShowSplit(t *testing.T, sock string, st control.Stats) {
 		`(?m)^parse\s+parse\s+xdp\+workers\s+0->acl$`,
 		`(?m)^acl\s+filter\s+xdp\+workers\s`,
 		`(?m)^rewrite\s+rewrite\s+workers\s`,
+		`(?m)^drop:nine\s+drop\s+xdp\+workers\s`,
 		`split \(offload auto, in force, kernel rule set generation \d+\): filter "acl": 1 of 1 rules run in the kernel`,
 		`(?m)^\s+0\s+9\s+kernel\s+drop:nine\s+` + regexp.QuoteMeta(strings.TrimSpace(jsonNum(kernelHits))) + `$`,
 	} {
