@@ -101,7 +101,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pk, "offload: auto\n"), "--metrics-addr", "127.0.0.1:0")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pk, "offload: auto\n"+swapBuffers), "--metrics-addr", "127.0.0.1:0")
 	split := d.waitFor(t, "pipeline split", 10*time.Second)
 	if num(split, "kernel_rules") != 1 {
 		t.Fatalf("K's split: %v", split)
@@ -170,7 +170,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	if tot.XDPDropped == 0 || workerDrops == 0 || tot.XDPDropped+workerDrops != tot.Drops["nine"] || q.XDPDropped != tot.XDPDropped {
 		t.Fatalf("drops: kernel %d, workers %d, by reason %d: both sides must drop, and the two add up", tot.XDPDropped, workerDrops, tot.Drops["nine"])
 	}
-	if f := tot.Frames; f.Total != 4096 || f.Lost != 0 || f.Unreported != 0 {
+	if f := tot.Frames; f.Total != swapFrames || f.Lost != 0 || f.Unreported != 0 {
 		t.Fatalf("frames: %+v", f)
 	}
 	t.Logf("nine dropped %d times: %d in the kernel, %d on the workers", tot.Drops["nine"], tot.XDPDropped, workerDrops)
@@ -182,6 +182,8 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 		t.Fatalf("warpflowd exited %d", code)
 	}
 	frames := sink.stop(t)
+	t.Logf("links after the run (a frame the sink's ring had no room for is dp1's tx_dropped): dp1 %s, sink0 %s",
+		linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
 	seenAt := make([]bool, n)
 	var atSink, missing uint64
 	for _, f := range frames {
