@@ -178,7 +178,17 @@ func newPipelineShow() *cobra.Command {
 	var dot, source bool
 	cmd := &cobra.Command{
 		Use:               "show NAME",
-		Short:             "Show a stored pipeline's compiled graph (--dot: as Graphviz)",
+		Short:             "Show a stored pipeline's compiled graph and its split between the XDP program and the workers (--dot: as Graphviz)",
+		Long: `show prints a stored pipeline's stages with their edges and where each
+runs: "xdp+workers" for the stages the XDP program runs part of (the entry
+parse, the split filter and the terminals of its kernel rules; the workers
+still run them on every frame the kernel steers on), "workers" for the
+rest. Then the split: each rule of the split filter, kernel or workers,
+the rule that stopped the kernel's prefix and why; for the running
+pipeline the split in force, with what the kernel decided by each rule.
+For a stored pipeline, the split a swap to it would load.
+
+` + controlExitCodesHelp,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePipelines(&o),
 		RunE: func(cmd *cobra.Command, args []string) error {
