@@ -19,7 +19,9 @@ type Options struct {
 	// Device is the CUDA device ordinal.
 	Device int
 	// Blocks is the persistent kernel's block count (128 threads each);
-	// 0 means 4 per multiprocessor (2 when emulating).
+	// 0 means 4 per multiprocessor, or fewer if fewer fit (2 when
+	// emulating). More than fit on the device at once is an error: a
+	// persistent kernel's blocks must all be resident.
 	Blocks int
 	// Slots is the slot ring's size, a multiple of Blocks; 0 means
 	// 2*Blocks.
