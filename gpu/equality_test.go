@@ -486,3 +486,20 @@ func TestSlotPathNoAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per slot", n)
 	}
 }
+
+// TestOpenRefuses: a misaligned arena and more blocks than can be
+// resident at once are errors naming the value, before anything runs.
+func TestOpenRefuses(t *testing.T) {
+	o := DefaultOptions()
+	o.Emulate = true
+	mem := make([]byte, 2*o.FrameSize+1)
+	o.Arena = mem[1:]
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "16-byte") {
+		t.Errorf("misaligned arena: %v", err)
+	}
+	o.Arena = nil
+	o.Blocks, o.Slots = 1<<21, 1<<21
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "blocks 2097152") {
+		t.Errorf("too many blocks: %v", err)
+	}
+}
