@@ -1,6 +1,10 @@
 package dataplane
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -8,12 +12,17 @@ import (
 )
 
 // benchReplay replays the 64-byte bench capture, preloaded, through g to
-// null ports, b.N passes, and reports per-packet cost.
+// null ports, b.N passes, and reports per-packet cost. BATCH=N in the
+// environment sets the engine's batch size (Options.BatchSize) instead of
+// the pipeline's, for batch-size experiments (BENCHMARKS.md).
 func benchReplay(b *testing.B, g *pipelines.Graph, workers int) {
 	cfg := ReplayConfig{Capture: "../testdata/captures/bench-64.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
 	cfg.Arena = rings.ArenaOptions{Frames: 8192, FrameSize: 2048, Headroom: 256}
 	cfg.Engine.Workers = workers
 	cfg.Replay.Preload = true
+	if v, err := strconv.Atoi(os.Getenv("BATCH")); err == nil {
+		cfg.Engine.BatchSize = v
+	}
 	runReplayBench(b, cfg)
 }
 
@@ -60,6 +69,7 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("macswap/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, macswap), 0) })
 	b.Run("default-shape/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 0) })
 	b.Run("default-shape/1worker", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 1) })
+	b.Run("default-1k/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, benchDefault1k()), 0) })
 	b.Run("embedded-default/stream", benchDefaultStream)
 }
 
@@ -72,4 +82,30 @@ func benchDefaultStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	runReplayBench(b, ReplayConfig{Capture: "../testdata/captures/mixed.pcap", Graph: g, Engine: DefaultOptions(), Replay: DefaultReplayOptions()})
+}
+
+// benchDefault1k is internal/bench's RowDefault1k pipeline (parse, a
+// 1000-rule filter the bench traffic misses, SNAT plus MAC swap, count by
+// protocol), so that the bench's target row can be profiled through the
+// whole engine with go test.
+func benchDefault1k() string {
+	var sb strings.Builder
+	sb.WriteString("name: d1k\nstages:\n  - {name: parse, type: parse}\n" +
+		"  - name: acl\n    type: filter\n    default: accept\n    rules:\n" +
+		"      - {class: malformed, action: \"drop:malformed\"}\n")
+	for i := 1; i < 1000; i++ {
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&sb, "      - {proto: tcp, src: 198.18.%d.%d/32, dst_port: %d, action: \"drop:r%d\"}\n", (i/256)%256, i%256, 1+i%60000, i%8)
+		case 1:
+			fmt.Fprintf(&sb, "      - {proto: udp, src: 198.19.%d.0/24, dst_port: %d-%d, action: \"drop:r%d\"}\n", i%256, 2000+i%1000, 2100+i%1000, i%8)
+		case 2:
+			fmt.Fprintf(&sb, "      - {dst: 203.0.%d.%d/32, action: \"drop:r%d\"}\n", (i/256)%256, i%256, i%8)
+		case 3:
+			fmt.Fprintf(&sb, "      - {src: \"2001:db8:%x::/48\", dst_port: %d, action: \"drop:r%d\"}\n", i, 1+i%60000, i%8)
+		}
+	}
+	sb.WriteString("  - {name: nat, type: rewrite, swap_macs: true, snat: {addr: 198.51.100.1, port: 4000}}\n" +
+		"  - {name: flows, type: count, by: [protocol]}\n  - {name: out, type: tx, port: sink}\n")
+	return sb.String()
 }

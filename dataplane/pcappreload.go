@@ -162,11 +162,13 @@ func (p *ReplayPort) finish() {
 // is over). A descriptor this port does not have in flight is counted and
 // ignored, so a double recycle cannot put a frame in flight twice.
 func (p *ReplayPort) recyclePreloaded(descs []rings.Desc) {
-	bad := 0
 	home := uint8(frameHome)
 	if p.finished || p.closed {
 		home = frameReleased
+	} else if p.recycleRun(descs) {
+		return
 	}
+	bad := 0
 	byFrame, state := p.byFrame, p.state
 	for _, d := range descs {
 		fn := d.Addr >> p.shift
@@ -187,6 +189,37 @@ func (p *ReplayPort) recyclePreloaded(descs []rings.Desc) {
 	if bad > 0 {
 		p.badRecycles.Add(uint64(bad))
 	}
+}
+
+// recycleRun is recyclePreloaded's fast path for the common list: a run of
+// consecutive cycle slots, all out, in cycle order (a batch handed out by
+// one receivePreloaded run and recycled whole). It marks them home and
+// reports true, or reports false having changed nothing. It compares
+// frame numbers, not addresses, since a stage may have moved a packet's
+// head within its frame.
+func (p *ReplayPort) recycleRun(descs []rings.Desc) bool {
+	if len(descs) == 0 {
+		return true
+	}
+	fn := descs[0].Addr >> p.shift
+	if fn >= uint64(len(p.byFrame)) {
+		return false
+	}
+	i := int(p.byFrame[fn]) - 1
+	if i < 0 || len(descs) > len(p.state)-i {
+		return false
+	}
+	pre, state := p.pre[i:i+len(descs)], p.state[i:i+len(descs)]
+	sh := p.shift
+	for k, d := range descs {
+		if d.Addr>>sh != pre[k].Addr>>sh || state[k] != frameOut {
+			return false
+		}
+	}
+	for k := range state {
+		state[k] = frameHome
+	}
+	return true
 }
 
 // releaseAll returns every preloaded frame at home to the arena.

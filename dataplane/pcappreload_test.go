@@ -152,6 +152,30 @@ func TestPreloadStallsInOrder(t *testing.T) {
 	p.Close()
 }
 
+// TestPreloadRecycleRunMixed: a list that looks like a whole run (it starts
+// at the run's first frame and has its length) but repeats one frame and
+// lacks another must not be taken as the run: the repeat is counted, the
+// missing frame stays in flight, and the rest go home.
+func TestPreloadRecycleRunMixed(t *testing.T) {
+	capture, _ := seqCapture(t, 4)
+	a := newArena(t, 8, 2048, 0)
+	p := preloaded(t, capture, a, -1, 0)
+	b := rings.NewBatch(4, a)
+	if n, _ := p.Receive(b); n != 4 {
+		t.Fatal("no batch")
+	}
+	d := b.Descs
+	p.Recycle([]rings.Desc{d[0], d[1], d[1], d[3]})
+	if got := p.Stats().BadRecycles; got != 1 {
+		t.Errorf("bad recycles %d, want 1 (the repeated frame)", got)
+	}
+	// Frame 2 is still out: the cycle stops there.
+	if n, _ := p.Receive(rings.NewBatch(8, a)); n != 2 {
+		t.Errorf("after the mixed recycle: %d packets, want 2 (frames 0 and 1, then frame 2 in flight)", n)
+	}
+	p.Close()
+}
+
 func TestPreloadDoesNotFit(t *testing.T) {
 	capture, _ := seqCapture(t, 10)
 	for _, c := range []struct {

@@ -11,6 +11,9 @@ import (
 type backend interface {
 	describe() string
 	multiprocessors() int
+	// residentBlocks is how many kernel blocks fit on one multiprocessor
+	// at once.
+	residentBlocks() int
 	// hostAlloc returns zeroed memory both sides can reach, and its
 	// address on the kernel's side.
 	hostAlloc(n int) (mem []byte, dptr uint64, err error)
@@ -35,6 +38,7 @@ func (v *device) describe() string {
 }
 
 func (v *device) multiprocessors() int { return v.sms }
+func (v *device) residentBlocks() int  { return v.occ }
 
 func (v *device) upload(b *pipelines.FilterBlob) (blob, counters uint64, err error) {
 	// One allocation: the blob, then its counters (the kernel finds them

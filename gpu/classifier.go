@@ -19,7 +19,9 @@ type Options struct {
 	// Device is the CUDA device ordinal.
 	Device int
 	// Blocks is the persistent kernel's block count (128 threads each);
-	// 0 means 4 per multiprocessor (2 when emulating).
+	// 0 means 4 per multiprocessor, or fewer if fewer fit (2 when
+	// emulating). More than fit on the device at once is an error: a
+	// persistent kernel's blocks must all be resident.
 	Blocks int
 	// Slots is the slot ring's size, a multiple of Blocks; 0 means
 	// 2*Blocks.
@@ -96,6 +98,9 @@ func Open(o Options) (*Classifier, error) {
 	if o.ArenaBytes <= 0 || o.ArenaBytes%o.FrameSize != 0 {
 		return nil, fmt.Errorf("arena size %d: must be a positive multiple of the frame size %d", o.ArenaBytes, o.FrameSize)
 	}
+	if o.Arena != nil && uintptr(unsafe.Pointer(unsafe.SliceData(o.Arena)))&15 != 0 {
+		return nil, errors.New("arena: must start on a 16-byte boundary (the kernel loads frames 16 bytes at a time)")
+	}
 	if o.Blocks < 0 || o.Slots < 0 {
 		return nil, fmt.Errorf("blocks %d, slots %d: must not be negative", o.Blocks, o.Slots)
 	}
@@ -109,11 +114,16 @@ func Open(o Options) (*Classifier, error) {
 		}
 		be = v
 	}
+	resident := be.residentBlocks() * be.multiprocessors()
 	if o.Blocks == 0 {
-		o.Blocks = 4 * be.multiprocessors()
+		o.Blocks = min(4, be.residentBlocks()) * be.multiprocessors()
 		if o.Emulate {
 			o.Blocks = 2
 		}
+	}
+	if o.Blocks > resident {
+		be.close()
+		return nil, fmt.Errorf("blocks %d: at most %d fit on %s at once, and a persistent kernel needs all of them resident", o.Blocks, resident, be.describe())
 	}
 	if o.Slots == 0 {
 		o.Slots = 2 * o.Blocks
@@ -186,9 +196,8 @@ func (c *Classifier) Options() Options { return c.o }
 func (c *Classifier) Arena() []byte { return c.arena }
 
 // Load uploads blob b for slots submitted with the returned program; a
-// running kernel picks it up from the next such slot, without relaunch.
-// (Loads while the kernel runs work in emulation; on the GPU they are
-// untested, see BENCHMARKS.md.)
+// running kernel picks it up from the next such slot, without relaunch
+// (TestSwapCUDA).
 func (c *Classifier) Load(b *pipelines.FilterBlob) (*Program, error) {
 	if c.closed.Load() {
 		return nil, net.ErrClosed
@@ -258,7 +267,9 @@ func (c *Classifier) Err() error {
 	return nil
 }
 
-// debugWords returns stop page words 1-3: 0xc0de0002 once block 0 runs.
+// debugWords returns stop page words 1-3: word 1 is 0xc0de0003 once block
+// 0 runs; word 2 is block 0's progress (phase | seq<<8) in a WF_TRACE
+// build of the kernel.
 func (c *Classifier) debugWords() [3]uint32 {
 	p := (*[4]atomic.Uint32)(unsafe.Pointer(c.stop))
 	return [3]uint32{p[1].Load(), p[2].Load(), p[3].Load()}
@@ -289,6 +300,9 @@ func (c *Classifier) Stop() error {
 	c.stopped = true
 	c.stop.Store(1)
 	c.stopErr = c.be.wait()
+	if c.started.Load() {
+		tracef("stop: %v; kernel words %#x", c.stopErr, c.debugWords())
+	}
 	return c.stopErr
 }
 

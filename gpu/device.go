@@ -35,6 +35,8 @@ type device struct {
 	ccMajor int
 	ccMinor int
 	version int
+	occ     int // the kernel's co-resident blocks per multiprocessor
+	regs    int // and its registers per thread
 
 	mod, fn      uintptr
 	kstream      uintptr // the persistent kernel's stream
@@ -147,6 +149,22 @@ func (v *device) setup() error {
 	if err := d.check("cuModuleGetFunction", d.cuModuleGetFunction(&v.fn, v.mod, &fname[0])); err != nil {
 		return fail(err)
 	}
+	// A persistent kernel needs every block resident at once: a block the
+	// scheduler holds back waits for one that never exits, and its slots
+	// never complete. Open caps Blocks at what fits.
+	var occ, regs, local, shared int32
+	if err := d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, v.fn, kernelThreads, 0)); err != nil {
+		return fail(err)
+	}
+	d.cuFuncGetAttribute(&regs, funcAttrNumRegs, v.fn)
+	d.cuFuncGetAttribute(&local, funcAttrLocalBytes, v.fn)
+	d.cuFuncGetAttribute(&shared, funcAttrSharedSize, v.fn)
+	v.occ, v.regs = int(occ), int(regs)
+	tracef("setup: %s, sm_%d%d, %d SMs; kernel %d registers, %d B local, %d B shared per block, %d blocks/SM co-resident; PTX %d bytes%s",
+		v.name, v.ccMajor, v.ccMinor, v.sms, regs, local, shared, occ, len(ptx), map[bool]string{true: " from $WARPFLOW_PTX", false: " (embedded)"}[os.Getenv("WARPFLOW_PTX") != ""])
+	if occ < 1 {
+		return fail(fmt.Errorf("the kernel does not fit on a multiprocessor of %s", v.name))
+	}
 	if err := d.check("cuStreamCreate", d.cuStreamCreate(&v.kstream, streamNonBlocking)); err != nil {
 		return fail(err)
 	}
@@ -230,6 +248,7 @@ func (v *device) hostAlloc(n int) (mem []byte, dptr uint64, err error) {
 		}
 		mem = unsafe.Slice((*byte)(p), n)
 		clear(mem)
+		tracef("hostAlloc %d bytes: host %p device %#x", n, p, dptr)
 		return nil
 	})
 	return mem, dptr, err
@@ -246,7 +265,9 @@ func (v *device) hostRegister(mem []byte) (dptr uint64, err error) {
 			return err
 		}
 		v.hostRegs = append(v.hostRegs, p)
-		return v.d.check("cuMemHostGetDevicePointer", v.d.cuMemHostGetDevicePointer(&dptr, p, 0))
+		err := v.d.check("cuMemHostGetDevicePointer", v.d.cuMemHostGetDevicePointer(&dptr, p, 0))
+		tracef("hostRegister %d bytes: host %p device %#x", len(mem), p, dptr)
+		return err
 	})
 	return dptr, err
 }
@@ -270,6 +291,7 @@ func (v *device) deviceAlloc(n int, src []byte) (dptr uint64, err error) {
 		}
 		err := d.check("cuStreamSynchronize", d.cuStreamSynchronize(v.cstream))
 		runtime.KeepAlive(src)
+		tracef("deviceAlloc %d bytes at %#x (%d copied): %v", n, dptr, len(src), err)
 		return err
 	})
 	return dptr, err
@@ -294,6 +316,7 @@ func (v *device) readDevice(dst []byte, src uint64) error {
 func (v *device) launch(a kernelArgs, blocks int) error {
 	return v.do(func() error {
 		args := a
+		tracef("launch %d blocks x %d threads, args %+v", blocks, kernelThreads, args)
 		params := []unsafe.Pointer{unsafe.Pointer(&args)}
 		r := v.d.cuLaunchKernel(v.fn, uint32(blocks), 1, 1, kernelThreads, 1, 1, 0, v.kstream, &params[0], 0)
 		runtime.KeepAlive(&args)
@@ -301,6 +324,7 @@ func (v *device) launch(a kernelArgs, blocks int) error {
 			return err
 		}
 		v.launched = true
+		tracef("launched")
 		return nil
 	})
 }
@@ -352,6 +376,16 @@ func (v *device) waitKernel() error {
 			return fmt.Errorf("persistent kernel did not stop within %v", stopWait)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// traceOn is WARPFLOW_GPU_TRACE=1 (development): setup, allocations, the
+// launch and the stop are logged to stderr, never the hot path.
+var traceOn = os.Getenv("WARPFLOW_GPU_TRACE") == "1"
+
+func tracef(format string, args ...any) {
+	if traceOn {
+		fmt.Fprintf(os.Stderr, "gpu trace: "+format+"\n", args...)
 	}
 }
 

@@ -26,34 +26,36 @@ type cuResult int32
 // with purego (no cgo). Names with a _v2 suffix are the ABI symbols that
 // cuda.h's macros map the plain names to.
 type driver struct {
-	cuInit                    func(flags uint32) cuResult
-	cuDriverGetVersion        func(v *int32) cuResult
-	cuDeviceGetCount          func(n *int32) cuResult
-	cuDeviceGet               func(dev *int32, ordinal int32) cuResult
-	cuDeviceGetName           func(name *byte, n int32, dev int32) cuResult
-	cuDeviceGetAttribute      func(v *int32, attr int32, dev int32) cuResult
-	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) cuResult
-	cuDevicePrimaryCtxRelease func(dev int32) cuResult
-	cuCtxSetCurrent           func(ctx uintptr) cuResult
-	cuModuleLoadData          func(mod *uintptr, image *byte) cuResult
-	cuModuleUnload            func(mod uintptr) cuResult
-	cuModuleGetFunction       func(f *uintptr, mod uintptr, name *byte) cuResult
-	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, shmem uint32, stream uintptr, params *unsafe.Pointer, extra uintptr) cuResult
-	cuStreamCreate            func(s *uintptr, flags uint32) cuResult
-	cuStreamDestroy           func(s uintptr) cuResult
-	cuStreamSynchronize       func(s uintptr) cuResult
-	cuStreamQuery             func(s uintptr) cuResult
-	cuMemAlloc                func(dptr *uint64, size uintptr) cuResult
-	cuMemFree                 func(dptr uint64) cuResult
-	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) cuResult
-	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) cuResult
-	cuMemsetD8Async           func(dst uint64, v uint8, n uintptr, s uintptr) cuResult
-	cuMemHostAlloc            func(p *unsafe.Pointer, size uintptr, flags uint32) cuResult
-	cuMemFreeHost             func(p unsafe.Pointer) cuResult
-	cuMemHostGetDevicePointer func(d *uint64, p unsafe.Pointer, flags uint32) cuResult
-	cuMemHostRegister         func(p unsafe.Pointer, size uintptr, flags uint32) cuResult
-	cuMemHostUnregister       func(p unsafe.Pointer) cuResult
-	cuGetErrorName            func(e cuResult, s *unsafe.Pointer) cuResult
+	cuInit                                      func(flags uint32) cuResult
+	cuDriverGetVersion                          func(v *int32) cuResult
+	cuDeviceGetCount                            func(n *int32) cuResult
+	cuDeviceGet                                 func(dev *int32, ordinal int32) cuResult
+	cuDeviceGetName                             func(name *byte, n int32, dev int32) cuResult
+	cuDeviceGetAttribute                        func(v *int32, attr int32, dev int32) cuResult
+	cuDevicePrimaryCtxRetain                    func(ctx *uintptr, dev int32) cuResult
+	cuDevicePrimaryCtxRelease                   func(dev int32) cuResult
+	cuCtxSetCurrent                             func(ctx uintptr) cuResult
+	cuModuleLoadData                            func(mod *uintptr, image *byte) cuResult
+	cuModuleUnload                              func(mod uintptr) cuResult
+	cuModuleGetFunction                         func(f *uintptr, mod uintptr, name *byte) cuResult
+	cuLaunchKernel                              func(f uintptr, gx, gy, gz, bx, by, bz, shmem uint32, stream uintptr, params *unsafe.Pointer, extra uintptr) cuResult
+	cuStreamCreate                              func(s *uintptr, flags uint32) cuResult
+	cuStreamDestroy                             func(s uintptr) cuResult
+	cuStreamSynchronize                         func(s uintptr) cuResult
+	cuStreamQuery                               func(s uintptr) cuResult
+	cuMemAlloc                                  func(dptr *uint64, size uintptr) cuResult
+	cuMemFree                                   func(dptr uint64) cuResult
+	cuMemcpyHtoDAsync                           func(dst uint64, src unsafe.Pointer, n uintptr, s uintptr) cuResult
+	cuMemcpyDtoHAsync                           func(dst unsafe.Pointer, src uint64, n uintptr, s uintptr) cuResult
+	cuMemsetD8Async                             func(dst uint64, v uint8, n uintptr, s uintptr) cuResult
+	cuMemHostAlloc                              func(p *unsafe.Pointer, size uintptr, flags uint32) cuResult
+	cuMemFreeHost                               func(p unsafe.Pointer) cuResult
+	cuMemHostGetDevicePointer                   func(d *uint64, p unsafe.Pointer, flags uint32) cuResult
+	cuMemHostRegister                           func(p unsafe.Pointer, size uintptr, flags uint32) cuResult
+	cuMemHostUnregister                         func(p unsafe.Pointer) cuResult
+	cuGetErrorName                              func(e cuResult, s *unsafe.Pointer) cuResult
+	cuFuncGetAttribute                          func(v *int32, attr int32, f uintptr) cuResult
+	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, f uintptr, blockSize int32, dynSmem uintptr) cuResult
 }
 
 // Driver constants (cuda.h).
@@ -70,6 +72,9 @@ const (
 	attrCCMajor        int32    = 75   // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrCCMinor        int32    = 76
 	attrCanMapHost     int32    = 19 // CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
+	funcAttrNumRegs    int32    = 4  // CU_FUNC_ATTRIBUTE_NUM_REGS
+	funcAttrLocalBytes int32    = 3  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+	funcAttrSharedSize int32    = 1  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 )
 
 var (
@@ -116,7 +121,8 @@ func loadDriver() (*driver, error) {
 			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
 			{&d.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
 			{&d.cuMemHostRegister, "cuMemHostRegister_v2"}, {&d.cuMemHostUnregister, "cuMemHostUnregister"},
-			{&d.cuGetErrorName, "cuGetErrorName"},
+			{&d.cuGetErrorName, "cuGetErrorName"}, {&d.cuFuncGetAttribute, "cuFuncGetAttribute"},
+			{&d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
 		}
 		for _, s := range syms {
 			if _, err := purego.Dlsym(lib, s.name); err != nil {

@@ -34,6 +34,9 @@ func (e *emulator) describe() string { return "emulation (the kernel played in G
 
 func (e *emulator) multiprocessors() int { return 1 }
 
+// residentBlocks: goroutines are never held back.
+func (e *emulator) residentBlocks() int { return 1 << 20 }
+
 func (e *emulator) hostAlloc(n int) ([]byte, uint64, error) {
 	// 16-byte aligned like the driver's allocations, for the 64-bit atomics.
 	raw := make([]uint64, (n+7)/8)

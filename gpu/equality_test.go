@@ -366,7 +366,7 @@ func TestProbeCUDA(t *testing.T) {
 		}
 		c.Release()
 		t.Logf("round %d: %d packets in %v, kernel reports %#x", round, n, dt, c.debugWords())
-		if c.debugWords()[0] != 0xC0DE0002 {
+		if c.debugWords()[0] != 0xC0DE0003 {
 			t.Errorf("no alive marker from block 0")
 		}
 	}
@@ -378,8 +378,13 @@ func TestProbeCUDA(t *testing.T) {
 // TestSwapEmulated: a program loaded while the kernel runs is used from
 // the next slot submitted with it, without relaunching, while slots
 // already in flight with the old one finish with the old one's answers.
-func TestSwapEmulated(t *testing.T) {
-	c := openFor(t, true)
+func TestSwapEmulated(t *testing.T) { runSwap(t, true) }
+
+// TestSwapCUDA: the same on the GPU (skipped, with the reason, without).
+func TestSwapCUDA(t *testing.T) { runSwap(t, false) }
+
+func runSwap(t *testing.T, emulate bool) {
+	c := openFor(t, emulate)
 	o := c.Options()
 	a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
 	if err != nil {
@@ -479,5 +484,22 @@ func TestSlotPathNoAlloc(t *testing.T) {
 	round() // the kernel's launch
 	if n := testing.AllocsPerRun(50, round); n != 0 {
 		t.Fatalf("%v allocations per slot", n)
+	}
+}
+
+// TestOpenRefuses: a misaligned arena and more blocks than can be
+// resident at once are errors naming the value, before anything runs.
+func TestOpenRefuses(t *testing.T) {
+	o := DefaultOptions()
+	o.Emulate = true
+	mem := make([]byte, 2*o.FrameSize+1)
+	o.Arena = mem[1:]
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "16-byte") {
+		t.Errorf("misaligned arena: %v", err)
+	}
+	o.Arena = nil
+	o.Blocks, o.Slots = 1<<21, 1<<21
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "blocks 2097152") {
+		t.Errorf("too many blocks: %v", err)
 	}
 }

@@ -13,25 +13,28 @@
 // Memory ordering. Host: writes the descriptors, the blob handle and the
 // copy of descriptor 0 with plain stores, then publishes status|count with
 // one atomic 64-bit store (x86: a locked store, ordered after the earlier
-// stores). GPU: thread 0 polls the status word (an 8-byte relaxed
-// system-scope load) and on seeing ready in its lap issues one acquire
-// fence at system scope (fence.acq_rel.sys) before anything reads the blob
-// handle, descriptors or frames; the block barrier then carries that to
-// every thread. Descriptor and frame loads (8 bytes each) bypass the caches (ld.global.cv) since the
-// host rewrites them between laps. After the block barrier that follows
-// the results, thread 0 stores done with st.release.sys: one release whose
-// cumulativity covers every thread's result stores (they happen before it
-// through the barrier), so a host that loads done sees all the verdicts.
+// stores). GPU: warp 0 polls the slot's 48-byte head (lanes 0-2, one
+// 16-byte relaxed system-scope load each, one PCIe read) and on seeing
+// ready in its lap thread 0 issues one acquire fence at system scope
+// (fence.acq_rel.sys) before anything reads descriptors or frames; the
+// block barrier then carries that to every thread. The blob handle and
+// descriptor 0 come from that same poll when their sequence tags say they
+// are this slot's (else the blob handle is read again after the fence).
+// Descriptor and frame loads (16 bytes each) bypass the caches
+// (ld.global.cv) since the host rewrites them between laps. After the
+// block barrier that follows the results, thread 0 stores done with
+// st.release.sys: one release whose cumulativity covers every thread's
+// result stores (they happen before it through the barrier), so a host
+// that loads done sees all the verdicts.
+//
+// Warp-wide intrinsics (__shfl_sync, __ballot_sync, ...) with the full
+// mask run on all 32 lanes, never under a lane test: the first H200 runs
+// hung because a __ballot_sync under "if (lane == 0)" waited forever for
+// the other 31 lanes (BENCHMARKS.md, "GPU backend"). WF_BUG_BALLOT
+// rebuilds that mistake and WF_TRACE records block 0's progress in the
+// stop page (development only).
 //
 // Regenerate kernel.ptx with scripts/gen-ptx (nvcc -ptx -arch=sm_90).
-//
-// KNOWN FAILURE (BENCHMARKS.md, "GPU backend"): on the H200 test machine
-// this kernel starts (block 0's alive marker reaches the host) but never
-// sees a slot turn ready nor the stop word, whether launched from Go or
-// from C, from PTX or from nvcc's SASS; a 20-line kernel polling the same
-// kind of memory there does. The root cause is not found. WF_VOLATILE,
-// WF_NO_ALIVE and WF_PLAIN_DONE build the variants tried; the default
-// build is the committed PTX.
 
 #include <stdint.h>
 
@@ -39,7 +42,7 @@
 #define WF_DONE 3u
 #define WF_FALLBACK 0xffffffffu
 #define WF_THREADS 128
-#define WF_WIN 104 // header bytes loaded per packet: up to 13 aligned 8-byte loads
+#define WF_WIN 128 // header bytes loaded per packet: up to 8 aligned 16-byte chunks
 
 // Blob header fields (pipelines/filter_blob.go).
 enum {
@@ -73,12 +76,9 @@ struct WfArgs {
 //	blob, seq            the blob's device pointer (its counters follow it)
 //	addr0, len0|seq<<32  a copy of descriptor 0
 //
-// The host writes them all before word (with one atomic store). Thread 0
-// polls word alone (one 8-byte load per poll), then, after the acquire
-// fence, reads blob and descriptor 0 (two independent loads, one round
-// trip). The seq tags and the copy of descriptor 0 would let a kernel read
-// the whole head in one pass while polling; this one reads 8 bytes at a
-// time while the H200 failure (below) is open.
+// The host writes them all before word (with one atomic store). Warp 0
+// polls the whole head at once; the seq tags tell whether the blob handle
+// and descriptor 0 it read with the word are this slot's.
 struct SlotHead {
   uint64_t word;
   uint64_t seq;
@@ -88,21 +88,14 @@ struct SlotHead {
   uint64_t len0; // len | uint32_t(seq) << 32
 };
 
-// ld_sys64/32 load host memory at system scope: relaxed, so they are
-// served by the host's memory every time (not a cached copy) but order
-// nothing; the fence after a successful poll does. Host memory is read 8
-// bytes at a time at most.
+// ld_sys32 (and the poll's ld_poll_v2) load host memory at system scope:
+// relaxed, so they are served by the host's memory every time (not a
+// cached copy) but order nothing; the fence after a successful poll does.
 #ifdef WF_VOLATILE
 #define WF_LD "ld.volatile.global"
 #else
 #define WF_LD "ld.relaxed.sys.global"
 #endif
-__device__ __forceinline__ uint64_t ld_sys64(const void* p) {
-  uint64_t v;
-  asm volatile(WF_LD ".u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ uint32_t ld_sys32(const void* p) {
   uint32_t v;
   asm volatile(WF_LD ".u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -320,99 +313,182 @@ __device__ uint32_t lookup(const uint64_t* __restrict__ w, const uint64_t* k) {
   return best;
 }
 
+// WF_POLL_ACQUIRE 1 makes the poll's loads acquires at system scope,
+// instead of relaxed loads followed by one fence.acq_rel.sys on a hit.
+#ifndef WF_POLL_ACQUIRE
+#define WF_POLL_ACQUIRE 0
+#endif
+#if WF_POLL_ACQUIRE
+#define WF_POLL_LD "ld.acquire.sys.global"
+#else
+#define WF_POLL_LD WF_LD
+#endif
+
+// ld_poll_v2 loads 16 aligned bytes of host memory at system scope: the
+// poll reads a slot's whole head in one warp instruction, one PCIe read.
+__device__ __forceinline__ void ld_poll_v2(const void* p, uint64_t& a, uint64_t& b) {
+  asm volatile(WF_POLL_LD ".v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+// ld_cv_v2 loads 16 aligned bytes the host may have rewritten since a
+// previous lap (ld.global.cv), ordered by the fence.
+__device__ __forceinline__ void ld_cv_v2(const void* p, uint64_t& a, uint64_t& b) {
+  ulonglong2 v = __ldcv((const ulonglong2*)p);
+  a = v.x;
+  b = v.y;
+}
+
+// WF_TRACE (development): block 0's thread 0 records how far it got in
+// stop page word 2 (phase | seq<<8), so a hung kernel says where.
+#ifdef WF_TRACE
+#define TRACE(ph, seq)                                                             \
+  do {                                                                             \
+    if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 2, uint32_t(ph) | uint32_t(seq) << 8); \
+  } while (0)
+#else
+#define TRACE(ph, seq) \
+  do {                 \
+  } while (0)
+#endif
+
 extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_classify(WfArgs a) {
-  __shared__ uint64_t head[2]; // count, blob
+  __shared__ uint64_t head[4]; // count, blob, addr0, len0 (tag checked)
   __shared__ int quit;
-  __shared__ uint64_t win[WF_THREADS][WF_WIN / 8];
+  __shared__ __align__(16) uint64_t win[WF_THREADS][WF_WIN / 8];
   const int tid = threadIdx.x, lane = tid & 31;
+  const unsigned full = 0xffffffffu;
   // The stop page: word 0 is the stop flag; block 0 stores an alive marker
   // in word 1 at start, for debugging.
   uint32_t* stop = (uint32_t*)a.stop;
   const uint8_t* arena = (const uint8_t*)a.arena;
   if (tid == 0) quit = 0;
-#ifndef WF_NO_ALIVE
-  if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 1, 0xC0DE0002u);
-#endif
+  if (tid == 0 && blockIdx.x == 0) st_sys32(stop + 1, 0xC0DE0003u);
   for (uint64_t seq = blockIdx.x;; seq += gridDim.x) {
     SlotHead* h = (SlotHead*)((char*)a.slots + (seq % a.nslots) * a.stride);
     const uint32_t want = uint32_t(seq / a.nslots) << 2 | WF_READY;
-    // Warp 0 polls as a whole (every lane loads the same word: one
-    // request), so no lane of it waits at the block barrier while another
-    // lane spins.
+    TRACE(1, seq);
+    // Warp 0 polls as a whole: lanes 0-2 load the head's three 16-byte
+    // chunks in one instruction (one PCIe read of 48 bytes), and every
+    // lane takes lane 0's answer, so the warp stays converged.
     if (tid < 32) {
-      uint64_t w;
+      uint64_t v0 = 0, v1 = 0;
       for (uint32_t spins = 0;; spins++) {
-        w = ld_sys64(&h->word);
-        if (__shfl_sync(0xffffffffu, uint32_t(w), 0) == want) break;
-        if ((spins & 63) == 63 && __shfl_sync(0xffffffffu, ld_sys32(stop), 0)) {
+        if (lane < 3) ld_poll_v2((const uint64_t*)h + 2 * lane, v0, v1);
+        if (__shfl_sync(full, uint32_t(v0), 0) == want) break;
+        if ((spins & 63) == 63 && __shfl_sync(full, ld_sys32(stop), 0)) {
           if (tid == 0) quit = 1;
           break;
         }
         if (a.pollNs) __nanosleep(a.pollNs);
       }
-      if (tid == 0) {
+      const uint64_t w = __shfl_sync(full, v0, 0);
+      const uint64_t blob = __shfl_sync(full, v0, 1), bseq = __shfl_sync(full, v1, 1);
+      const uint64_t addr0 = __shfl_sync(full, v0, 2), len0 = __shfl_sync(full, v1, 2);
+      if (tid == 0 && !quit) {
+        // The acquire: everything the host stored before the ready word
+        // is visible to the loads after this fence. The head's chunks
+        // were read in the poll itself; their sequence tags say whether
+        // they were already this slot's (x86 stores them before the
+        // word); one that was not is read again, now ordered.
+#if !WF_POLL_ACQUIRE
         fence_acquire_sys();
+#endif
         head[0] = w >> 32;
-        head[1] = ld_cv64(&h->blob);
+        head[1] = bseq == seq ? blob : ld_cv64(&h->blob);
+        head[2] = addr0;
+        head[3] = uint32_t(len0 >> 32) == uint32_t(seq) ? uint64_t(uint32_t(len0)) | 1ull << 32 : 0;
       }
       __syncwarp();
     }
     __syncthreads();
     if (quit) return;
+    TRACE(2, seq);
     const uint32_t count = uint32_t(head[0]) < a.cap ? uint32_t(head[0]) : a.cap;
     const uint64_t* blob = (const uint64_t*)head[1];
     const uint32_t rules = uint32_t(__ldg(blob + bhRules));
     unsigned long long* cnt = (unsigned long long*)(blob + __ldg(blob + bhWords));
     const char* descs = (const char*)h + sizeof(SlotHead);
     uint32_t* res = (uint32_t*)(descs + 16 * uint64_t(a.cap));
+    uint64_t* mywin = &win[tid][0];
     for (uint32_t base = tid & ~31u; base < count; base += WF_THREADS) {
       const uint32_t i = base + lane;
       uint32_t r = WF_FALLBACK;
       uint32_t len = 0;
+      uint64_t addr = 0;
+      // Descriptors: one 16-byte load per lane, 512 contiguous bytes per
+      // warp (coalesced). Descriptor 0 comes from the head when tagged.
       if (i < count) {
-        const uint64_t addr = ld_cv64(descs + 16 * uint64_t(i));
-        len = uint32_t(ld_cv64(descs + 16 * uint64_t(i) + 8));
-        if (len > 0 && addr < a.arenaLen && len <= a.arenaLen - addr) {
-          uint64_t start = addr & ~7ull;
-          uint64_t fend = (addr | a.frameMask) + 1;
-          if (fend > a.arenaLen) fend = a.arenaLen;
-          uint64_t lend = addr + len < fend ? addr + len : fend; // no byte past the packet
-#pragma unroll
-          for (int j = 0; j < WF_WIN / 8; j++) {
-            if (start + 8 * j < lend) win[tid][j] = ld_cv64(arena + start + 8 * j);
-          }
-          int skew = int(addr - start);
-          int have = int((fend - start < WF_WIN ? fend - start : WF_WIN)) - skew;
-          uint64_t k[nDims];
-          if (parse((const uint8_t*)&win[tid][0] + skew, int(len), have, k)) {
-            r = lookup(blob, k);
-          }
+        uint64_t x, y;
+        if (i == 0 && (head[3] >> 32)) {
+          x = head[2];
+          y = uint32_t(head[3]);
+        } else {
+          ld_cv_v2(descs + 16 * uint64_t(i), x, y);
         }
-        res[i] = r;
+        addr = x;
+        len = uint32_t(y);
       }
+      const bool ok = i < count && len > 0 && addr < a.arenaLen && len <= a.arenaLen - addr;
+      const uint64_t start = addr & ~15ull;
+      uint64_t fend = (addr | a.frameMask) + 1;
+      if (fend > a.arenaLen) fend = a.arenaLen;
+      const uint64_t lend = addr + len < fend ? addr + len : fend; // no chunk past the packet's last
+      // Bytes of this packet's window to load (16-byte chunks from start).
+      uint32_t nb = ok ? uint32_t(lend - start < WF_WIN ? lend - start : WF_WIN) : 0;
+      // Frames: the warp loads 4 packets' windows per instruction, 8 lanes
+      // x 16 bytes each, so each packet's header is one PCIe read rather
+      // than one per 8 bytes per lane.
+#pragma unroll
+      for (int q = 0; q < 8; q++) {
+        const int p = q * 4 + (lane >> 3), part = lane & 7;
+        const uint64_t ps = __shfl_sync(full, start, p);
+        const uint32_t pn = __shfl_sync(full, nb, p);
+        if (uint32_t(16 * part) < pn) {
+          uint64_t x, y;
+          ld_cv_v2(arena + ps + 16 * part, x, y);
+          uint64_t* dst = &win[(tid & ~31) + p][2 * part];
+          dst[0] = x;
+          dst[1] = y;
+        }
+      }
+      __syncwarp();
+      if (ok) {
+        const int skew = int(addr - start);
+        const int have = int(fend - start < WF_WIN ? fend - start : WF_WIN) - skew;
+        uint64_t k[nDims];
+        if (parse((const uint8_t*)mywin + skew, int(len), have, k)) r = lookup(blob, k);
+      }
+      if (i < count) res[i] = r;
+      __syncwarp(); // the window is reused by the next chunk
       // Counters: one atomic pair per warp when the whole warp took one rule
-      // (the common default), else one per packet.
-      const unsigned full = 0xffffffffu;
-      uint32_t r0 = __shfl_sync(full, r, 0); // lane 0 always has a packet
+      // (the common default), else one per packet. Every warp-wide
+      // intrinsic here runs on all 32 lanes: a full-mask __ballot_sync
+      // under "if (lane == 0)" waits forever for the other 31 (the hang
+      // of the first H200 runs).
+      const uint32_t r0 = __shfl_sync(full, r, 0); // lane 0 always has a packet
       if (__all_sync(full, i >= count || r == r0) && r0 != WF_FALLBACK) {
-        uint32_t bytes = __reduce_add_sync(full, len);
+        const uint32_t bytes = __reduce_add_sync(full, len);
+#ifdef WF_BUG_BALLOT
+        TRACE(3, seq);
         if (lane == 0) {
           atomicAdd(cnt + r0, (unsigned long long)__popc(__ballot_sync(full, i < count)));
           atomicAdd(cnt + rules + 1 + r0, (unsigned long long)bytes);
         }
+#else
+        const uint32_t pkts = __popc(__ballot_sync(full, i < count));
+        if (lane == 0) {
+          atomicAdd(cnt + r0, (unsigned long long)pkts);
+          atomicAdd(cnt + rules + 1 + r0, (unsigned long long)bytes);
+        }
+#endif
       } else if (i < count && r != WF_FALLBACK && r <= rules) {
         atomicAdd(cnt + r, 1ull);
         atomicAdd(cnt + rules + 1 + r, (unsigned long long)len);
       }
     }
+    TRACE(4, seq);
     __syncthreads();
-#ifdef WF_PLAIN_DONE
-    if (tid == 0) {
-      __threadfence_system();
-      *(volatile uint32_t*)&h->word = uint32_t(seq / a.nslots) << 2 | WF_DONE;
-    }
-#else
+    TRACE(5, seq);
     if (tid == 0) st_release_sys((uint32_t*)&h->word, uint32_t(seq / a.nslots) << 2 | WF_DONE);
-#endif
   }
 }

@@ -135,13 +135,13 @@ func parseCommon(p []byte, n, have int, k *pipelines.FilterKey) bool {
 }
 
 // window is WF_WIN in kernel.cu: the header bytes the kernel loads from
-// the 8-byte boundary at or below a packet's first byte.
-const window = 104
+// the 16-byte boundary at or below a packet's first byte.
+const window = 128
 
 // haveBytes is the kernel's "have" for a packet at addr: the loaded
 // window's bytes from the packet's first byte, capped at the frame's end.
 func haveBytes(addr, frameMask, arenaLen uint64) int {
-	start := addr &^ 7
+	start := addr &^ 15
 	fend := min((addr|frameMask)+1, arenaLen)
 	return int(min(fend-start, window)) - int(addr-start)
 }

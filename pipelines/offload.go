@@ -40,6 +40,20 @@ import (
 // frame the kernel decides (it moves, as a rule the kernel never fires),
 // and one that includes ok needs no check there.
 
+// Balance in the kernel. The issue asked for a balance stage's choice to
+// move into the XDP program too (steering each flow to a queue where the
+// NIC cannot), and it cannot: Linux delivers an XDP redirect into an
+// AF_XDP socket only when the socket is bound to the device and queue the
+// frame arrived on (net/xdp/xsk.c, xsk_rcv_check: -EINVAL otherwise, and
+// the driver drops the frame). Linux 6.9 let a redirect reach any socket
+// sharing the UMEM (2863d665ea41); 6.10 reverted it (7fcf26b315bb) because
+// NAPI instances of two queues then wrote one socket's RX ring at once.
+// xdp's TestCrossQueueRedirectRefused holds the running kernel to this.
+// So the split never goes past a filter into a balance stage, and says so.
+
+// BalanceKernelReason says why a balance stage stays on the workers.
+const BalanceKernelReason = "a balance stage's choice cannot run in the kernel: Linux delivers an XDP redirect only to an AF_XDP socket bound to the queue the frame arrived on (xsk_rcv_check), so the XDP program cannot steer a flow to another queue's socket; spread flows over queues with the NIC's RSS or ntuple rules, and the workers balance within a queue"
+
 // Table sizes of KernelRules; equal to xdp's (a test in xdp checks).
 const (
 	KernelMaxRules    = 64
@@ -123,7 +137,11 @@ type OffloadPlan struct {
 	Moved int           // Rules[:Moved] run in the kernel
 	// StopReason says why Rules[Moved] cannot move ("" when every rule moved).
 	StopReason string
-	Kernel     KernelRules // Actions is empty when Moved == 0
+	// After says, when every rule moved and the filter's default leads to
+	// a balance stage, why that stage stays on the workers
+	// (BalanceKernelReason).
+	After  string
+	Kernel KernelRules // Actions is empty when Moved == 0
 }
 
 // ErrOffloadSpec is returned by PlanOffload for a spec and graph that do
@@ -178,6 +196,9 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 	ft, ok := fn.tmpl.(*filterTemplate)
 	if !ok || fn.terminal {
 		p.Why = fmt.Sprintf("stage %q after parse is a %s, not a filter: nothing to move", fn.name, fn.kind)
+		if isBalance(fn) {
+			p.Why = fmt.Sprintf("stage %q after parse is a balance: %s", fn.name, BalanceKernelReason)
+		}
 		return p, nil
 	}
 	p.Filter = fn.name
@@ -201,6 +222,8 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 		if !stopped {
 			why := ""
 			switch {
+			case !to.terminal && isBalance(to):
+				why = fmt.Sprintf("its action %s leads to balance stage %q: %s", or.Action, to.name, BalanceKernelReason)
 			case !to.terminal:
 				why = fmt.Sprintf("its action %s leads to stage %q, which runs on the workers", or.Action, to.name)
 			case to.verdict == rings.VerdictTX:
@@ -232,6 +255,9 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 		}
 		p.Rules[i] = or
 	}
+	if def := &g.nodes[fn.edges[ft.ruleEdge[len(rules)]]]; !stopped && !def.terminal && isBalance(def) {
+		p.After = fmt.Sprintf("the filter's default leads to balance stage %q: %s", def.name, BalanceKernelReason)
+	}
 	if p.Moved > 0 {
 		p.Kernel = buildKernelRules(rules[:p.Moved], p.Rules[:p.Moved])
 		var any uint64
@@ -244,6 +270,8 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 	}
 	return p, nil
 }
+
+func isBalance(n *gnode) bool { return n.kind == balanceKind.Name }
 
 // countFamilies counts IPv4 and IPv6 prefixes.
 func countFamilies(ps []netip.Prefix) (n [2]int) {
@@ -515,6 +543,9 @@ func (p *OffloadPlan) Explain() string {
 		if r.Index == p.Moved && p.StopReason != "" {
 			fmt.Fprintf(&b, "            stops the prefix: %s\n", p.StopReason)
 		}
+	}
+	if p.After != "" {
+		fmt.Fprintf(&b, "  the split ends there: %s\n", p.After)
 	}
 	if p.Moved > 0 {
 		b.WriteString("  the kernel decides only frames it parses as the workers would class ok: Ethernet, up to 2 VLAN tags,\n" +

@@ -173,6 +173,61 @@ stages:
 			}
 		})
 	}
+	// A balance stage stays on the workers, with the kernel's reason:
+	// right after parse, as a rule's action, and as the filter's default.
+	for _, tc := range []struct {
+		name, yaml string
+		moved      int
+		why, stop  string
+		after      bool
+	}{
+		{"balance after parse", `name: x
+stages:
+  - {name: parse, type: parse}
+  - {name: lb, type: balance, to: [a, b]}
+  - {name: a, type: tx, port: o}
+  - {name: b, type: tx, port: p}
+`, 0, `stage "lb" after parse is a balance: ` + BalanceKernelReason, "", false},
+		{"balance as an action", `name: x
+stages:
+  - {name: parse, type: parse}
+  - name: f
+    type: filter
+    default: "drop:d"
+    rules:
+      - {proto: udp, action: "drop:u"}
+      - {proto: tcp, action: lb}
+  - {name: lb, type: balance, to: [a, b]}
+  - {name: a, type: tx, port: o}
+  - {name: b, type: tx, port: p}
+`, 1, "", `its action lb leads to balance stage "lb": ` + BalanceKernelReason, false},
+		{"balance as the default", `name: x
+stages:
+  - {name: parse, type: parse}
+  - name: f
+    type: filter
+    default: lb
+    rules:
+      - {proto: udp, action: "drop:u"}
+  - {name: lb, type: balance, to: [a, b]}
+  - {name: a, type: tx, port: o}
+  - {name: b, type: tx, port: p}
+`, 1, "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planYAML(t, tc.yaml, OffloadAuto)
+			ex := p.Explain()
+			if p.Moved != tc.moved || p.Why != tc.why || p.StopReason != tc.stop || (p.After != "") != tc.after {
+				t.Fatalf("moved %d why %q stop %q after %q\n%s", p.Moved, p.Why, p.StopReason, p.After, ex)
+			}
+			if !strings.Contains(ex, "xsk_rcv_check") || !strings.Contains(ex, `"lb"`) {
+				t.Errorf("explain lacks the kernel's reason:\n%s", ex)
+			}
+			if tc.after && !strings.Contains(ex, `the split ends there: the filter's default leads to balance stage "lb"`) {
+				t.Errorf("explain:\n%s", ex)
+			}
+		})
+	}
 	// The table limit: rule 64 stops.
 	var b strings.Builder
 	b.WriteString("name: x\nstages:\n  - {name: parse, type: parse}\n  - name: f\n    type: filter\n    rules:\n")

@@ -181,7 +181,7 @@ func (p *Program) LoadRules(r *OffloadRules) (uint64, error) {
 	ctx := fmt.Sprintf("load kernel rules on %s (generation %d)", p.iface, gen)
 	m := &p.objs
 
-	base, err := p.readHits(slot)
+	base, err := p.readHits(slot, len(r.Actions))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", ctx, err)
 	}
@@ -371,9 +371,10 @@ func clearLPM(m *ebpf.Map, slot uint32, newKey func() any) error {
 	return nil
 }
 
-// readHits returns slot's per-rule hit counters, summed over CPUs.
-func (p *Program) readHits(slot uint32) ([]RuleCount, error) {
-	out := make([]RuleCount, MaxOffloadRules)
+// readHits returns the hit counters of slot's first n rules, summed over
+// CPUs (one lookup per rule: a set's rules, not the table's 64).
+func (p *Program) readHits(slot uint32, n int) ([]RuleCount, error) {
+	out := make([]RuleCount, n)
 	var per []offloadHit
 	for i := range out {
 		if err := p.objs.OffHits.Lookup(slot*MaxOffloadRules+uint32(i), &per); err != nil {
@@ -407,7 +408,7 @@ func (p *Program) RuleCounters(gen uint64) ([]RuleCount, error) {
 		return nil, fmt.Errorf("rule counters of generation %d on %s: not held (active %d, previous kept)", gen, p.iface, o.gen)
 	}
 	slot := uint32(gen & 1)
-	cur, err := p.readHits(slot)
+	cur, err := p.readHits(slot, o.n[slot])
 	if err != nil {
 		return nil, fmt.Errorf("rule counters on %s: %w", p.iface, err)
 	}

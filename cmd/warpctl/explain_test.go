@@ -38,3 +38,28 @@ func TestValidateExplain(t *testing.T) {
 		t.Errorf("plain validate shows the split:\n%s", out)
 	}
 }
+
+// TestValidateExplainBalance: --explain says that the split ends before a
+// balance stage and why (the kernel cannot redirect a frame to another
+// queue's socket), in text and JSON.
+func TestValidateExplainBalance(t *testing.T) {
+	const p = "../../testdata/live/lab-split-balance.yaml"
+	out, e, code := run(t, "validate", "--explain", p)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e)
+	}
+	for _, want := range []string{
+		`filter "acl": all 2 rules run in the kernel`,
+		`the split ends there: the filter's default leads to balance stage "lb": a balance stage's choice cannot run in the kernel`,
+		"AF_XDP socket bound to the queue the frame arrived on (xsk_rcv_check)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = run(t, "validate", "--json", "--explain", p)
+	var res validateJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res.Pipelines) != 1 || !strings.Contains(res.Pipelines[0].Explain, `balance stage "lb"`) {
+		t.Fatalf("json: %v, exit %d:\n%s", err, code, out)
+	}
+}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -176,7 +178,17 @@ func newPipelineShow() *cobra.Command {
 	var dot, source bool
 	cmd := &cobra.Command{
 		Use:               "show NAME",
-		Short:             "Show a stored pipeline's compiled graph (--dot: as Graphviz)",
+		Short:             "Show a stored pipeline's compiled graph and its split between the XDP program and the workers (--dot: as Graphviz)",
+		Long: `show prints a stored pipeline's stages with their edges and where each
+runs: "xdp+workers" for the stages the XDP program runs part of (the entry
+parse, the split filter and the terminals of its kernel rules; the workers
+still run them on every frame the kernel steers on), "workers" for the
+rest. Then the split: each rule of the split filter, kernel or workers,
+the rule that stopped the kernel's prefix and why; for the running
+pipeline the split in force, with what the kernel decided by each rule.
+For a stored pipeline, the split a swap to it would load.
+
+` + controlExitCodesHelp,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completePipelines(&o),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -203,7 +215,7 @@ func newPipelineShow() *cobra.Command {
 			}
 			fmt.Fprintf(w, "%s (pipeline %q from %s, %s; workers %d, batch %d)\n", d.Name, d.Pipeline, d.File, state, d.Workers, d.Batch)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "STAGE\tKIND\tEDGES")
+			fmt.Fprintln(tw, "STAGE\tKIND\tRUNS IN\tEDGES")
 			for _, n := range d.Graph {
 				edges := ""
 				for i, e := range n.Edges {
@@ -215,9 +227,10 @@ func newPipelineShow() *cobra.Command {
 				if n.Target != "" {
 					edges = n.Kind + " " + n.Target
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.Kind, edges)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Kind, orDash(n.RunsIn), edges)
 			}
 			tw.Flush()
+			printSplit(w, d.Split)
 			return nil
 		},
 	}
@@ -246,4 +259,61 @@ func newPipelineRm() *cobra.Command {
 	}
 	addCtlFlags(cmd, &o, false)
 	return cmd
+}
+
+// printSplit writes which of the split filter's rules run in the kernel
+// (the XDP program) and which on the workers, and what stopped the prefix.
+func printSplit(w io.Writer, sp *control.Split) {
+	if sp == nil {
+		return
+	}
+	state := "a swap to it would load"
+	if sp.InForce {
+		state = "in force"
+		if sp.Generation != 0 {
+			state += fmt.Sprintf(", kernel rule set generation %d", sp.Generation)
+		}
+	}
+	fmt.Fprintf(w, "\nsplit (offload %s, %s): ", sp.Mode, state)
+	switch {
+	case sp.Why != "":
+		fmt.Fprintf(w, "nothing runs in the kernel: %s\n", sp.Why)
+		return
+	case len(sp.Rules) == 0:
+		fmt.Fprintf(w, "filter %q has no rules: nothing runs in the kernel\n", sp.Filter)
+		return
+	}
+	fmt.Fprintf(w, "filter %q: %d of %d rules run in the kernel (XDP), the rest, its default and the stages after it on the workers\n",
+		sp.Filter, sp.KernelRules, len(sp.Rules))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "  RULE\tLINE\tRUNS IN\tACTION"
+	if sp.InForce {
+		head += "\tKERNEL PACKETS"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range sp.Rules {
+		where := "workers"
+		if r.Kernel {
+			where = "kernel"
+			if r.Idle {
+				where = "kernel (fires on the workers: no frame the kernel decides matches it)"
+			}
+		}
+		line := fmt.Sprintf("  %d\t%d\t%s\t%s", r.Index, r.Line, where, r.Action)
+		if sp.InForce {
+			n := "-"
+			if r.Kernel {
+				n = strconv.FormatUint(r.Packets, 10)
+			}
+			line += "\t" + n
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	if sp.StopReason != "" {
+		fmt.Fprintf(w, "  rule %d stops the kernel's prefix: %s\n", sp.KernelRules, sp.StopReason)
+	}
+	if sp.After != "" {
+		fmt.Fprintf(w, "  the split ends there: %s\n", sp.After)
+	}
 }

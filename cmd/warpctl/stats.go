@@ -22,8 +22,10 @@ func newStatsCommand() *cobra.Command {
 		Long: `stats reads every counter without pausing the data path: packets and
 bytes received, transmitted per port, dropped by reason, passed; per stage
 packets, bytes, drops and ns/packet (with warpflowd --timing); per worker
-batches and packets; batch fill; the kernel's drops; and where every frame
-is. --watch repeats it every --interval, with rates.
+batches and packets; batch fill; the kernel's drops; the split pipeline's
+kernel rules (what the XDP program dropped or passed, in total, per queue
+and per rule: counted in received, dropped and passed too); and where
+every frame is. --watch repeats it every --interval, with rates.
 
 ` + controlExitCodesHelp,
 		Args: cobra.NoArgs,
@@ -91,6 +93,9 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 	}
 	fmt.Fprintf(w, "pipeline %s (generation %d, %d swaps), up %s\n", s.Pipeline, s.Generation, s.Swaps, time.Duration(s.UptimeNs).Round(time.Second))
 	fmt.Fprintf(w, "accounting %s: received %d = transmitted %d + dropped %d + passed %d\n", verdict, t.Received, t.Transmitted, t.Dropped, t.Passed)
+	if t.XDPDropped+t.XDPPassed > 0 || len(s.KernelRules) > 0 {
+		fmt.Fprintf(w, "  of which the XDP program's kernel rules: dropped %d, passed %d (the workers never saw them)\n", t.XDPDropped, t.XDPPassed)
+	}
 	if prev != nil {
 		fmt.Fprintf(w, "rate: rx %s  tx %s  drop %s\n", rate(t.Received, prev.Totals.Received, dt), rate(t.Transmitted, prev.Totals.Transmitted, dt), rate(t.Dropped, prev.Totals.Dropped, dt))
 	}
@@ -101,6 +106,17 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 	if len(t.Kernel) > 0 {
 		fmt.Fprintf(w, "kernel drops: %s\n", kv(t.Kernel))
 	}
+	for _, r := range s.KernelRules {
+		fmt.Fprintf(w, "kernel rule %s/%s rule[%d] (line %d, %s, set %d on %s): %d packets %d bytes", r.Pipeline, r.Filter, r.Rule, r.Line, r.Action, r.Generation, r.Interface, r.Packets, r.Bytes)
+		if prev != nil {
+			for _, p := range prev.KernelRules {
+				if p.Interface == r.Interface && p.Generation == r.Generation && p.Rule == r.Rule {
+					fmt.Fprintf(w, " %s", rate(r.Packets, p.Packets, dt))
+				}
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	if s.Capture != nil {
 		c := s.Capture
 		state := "active"
@@ -110,9 +126,9 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tFILL\tBIND\tATTACH\t")
+	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tFILL\tBIND\tATTACH\t")
 	for _, q := range s.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.BatchFill, q.Bind, q.Attach)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.XDPDropped, q.XDPPassed, q.BatchFill, q.Bind, q.Attach)
 	}
 	tw.Flush()
 	for qi, q := range s.Queues {

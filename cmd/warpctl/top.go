@@ -23,7 +23,9 @@ func newTopCommand() *cobra.Command {
 		Short: "Live view of warpflowd: per-stage and per-queue rates, refreshed every second",
 		Long: `top shows, like vppctl show runtime, every stage of the running pipeline
 (summed over the queues) with its packet rate, totals, drops and ns/packet,
-then each queue, refreshed every --interval. Keys:
+then each queue, refreshed every --interval. The split pipeline's kernel
+rules show as rows of kind xdp (FILTER[RULE]: what the XDP program decided
+by each, before any worker). Keys:
   s          next sort key (rate, packets, drops, ns, name)
   r p d t n  sort by rate, packets, drops, ns/packet, name
   i          reverse the order
@@ -123,6 +125,40 @@ func (m *topModel) rows() []topRow {
 			nanos[st.Name] += st.Nanos
 		}
 	}
+	// The split's kernel rules, as rows of kind xdp (summed over the
+	// interfaces; a rate only against the same rule set).
+	type ruleKey struct {
+		iface string
+		gen   uint64
+		rule  int
+	}
+	prevRule := map[ruleKey]uint64{}
+	if m.prev != nil {
+		for _, r := range m.prev.KernelRules {
+			prevRule[ruleKey{r.Interface, r.Generation, r.Rule}] = r.Packets
+		}
+	}
+	kernelPrev := map[string]uint64{}
+	for _, kr := range m.cur.KernelRules {
+		name := fmt.Sprintf("%s[%d]", kr.Filter, kr.Rule)
+		i, ok := index["xdp "+name]
+		if !ok {
+			i = len(rows)
+			index["xdp "+name] = i
+			rows = append(rows, topRow{name: name, kind: "xdp"})
+		}
+		r := &rows[i]
+		r.packets += kr.Packets
+		r.bytes += kr.Bytes
+		if strings.HasPrefix(kr.Action, "drop:") {
+			r.drops += kr.Packets
+		}
+		if p, ok := prevRule[ruleKey{kr.Interface, kr.Generation, kr.Rule}]; ok {
+			kernelPrev[name] += p
+		} else {
+			kernelPrev[name] += kr.Packets // a new rule set: no rate yet
+		}
+	}
 	shown := rows[:0]
 	for _, r := range rows {
 		if r.kind != "drop" || r.packets > 0 { // drop terminals nothing reached
@@ -132,8 +168,12 @@ func (m *topModel) rows() []topRow {
 	rows = shown
 	for i := range rows {
 		r := &rows[i]
-		if m.prev != nil && m.dt > 0 && r.packets >= prevPackets[r.name] {
-			r.rate = float64(r.packets-prevPackets[r.name]) / m.dt.Seconds()
+		pp := prevPackets[r.name]
+		if r.kind == "xdp" {
+			pp = kernelPrev[r.name]
+		}
+		if m.prev != nil && m.dt > 0 && r.packets >= pp {
+			r.rate = float64(r.packets-pp) / m.dt.Seconds()
 		}
 		if r.packets > 0 {
 			r.ns = float64(nanos[r.name]) / float64(r.packets)
@@ -214,8 +254,13 @@ func (m *topModel) lines() []string {
 	if m.prev != nil {
 		rx, tx, drop = rate(t.Received, m.prev.Totals.Received, m.dt), rate(t.Transmitted, m.prev.Totals.Transmitted, m.dt), rate(t.Dropped, m.prev.Totals.Dropped, m.dt)
 	}
-	out = append(out, fmt.Sprintf("rx %s (%s)  tx %s (%s)  drop %s (%s)  pass %s  fill %.1f/batch",
-		fmtCount(t.Received), orDash(rx), fmtCount(t.Transmitted), orDash(tx), fmtCount(t.Dropped), orDash(drop), fmtCount(t.Passed), t.BatchFill))
+	var xdrop string
+	if m.prev != nil {
+		xdrop = rate(t.XDPDropped, m.prev.Totals.XDPDropped, m.dt)
+	}
+	out = append(out, fmt.Sprintf("rx %s (%s)  tx %s (%s)  drop %s (%s)  pass %s  fill %.1f/batch  xdp drop %s (%s) pass %s",
+		fmtCount(t.Received), orDash(rx), fmtCount(t.Transmitted), orDash(tx), fmtCount(t.Dropped), orDash(drop), fmtCount(t.Passed), t.BatchFill,
+		fmtCount(t.XDPDropped), orDash(xdrop), fmtCount(t.XDPPassed)))
 	if m.err != nil {
 		out = append(out, "error: "+m.err.Error())
 	} else {
@@ -229,9 +274,9 @@ func (m *topModel) lines() []string {
 		}
 		out = append(out, fmt.Sprintf("%-22s %-8s %12.0f %12d %12d %10s", trunc(r.name, 22), trunc(r.kind, 8), r.rate, r.packets, r.drops, ns))
 	}
-	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %10s  %s", "QUEUE", "RX", "TX", "DROP", "FILL", "FRAMES"))
+	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %12s %10s  %s", "QUEUE", "RX", "TX", "DROP", "XDP DROP", "FILL", "FRAMES"))
 	for _, q := range s.Queues {
-		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %10.1f  free %d fill %d rx %d engine %d tx %d", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.BatchFill,
+		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %12d %10.1f  free %d fill %d rx %d engine %d tx %d", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.XDPDropped, q.BatchFill,
 			q.Frames.Free, q.Frames.Fill, q.Frames.RX, q.Frames.Engine, q.Frames.TX))
 	}
 	out = append(out, "", "keys: s next sort  r/p/d/t/n rate/packets/drops/ns/name  i reverse  q quit")

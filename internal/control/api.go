@@ -163,7 +163,22 @@ type PipelineDetail struct {
 	Graph  []StageNode `json:"graph"`
 	Source string      `json:"source"`
 	DOT    string      `json:"dot"`
+	// Split is how the pipeline divides between the interfaces' XDP
+	// programs and the workers: for the running pipeline the split in
+	// force (InForce), for a stored one the split a swap to it would make.
+	Split *Split `json:"split,omitempty"`
 }
+
+// Where a stage runs (StageNode.RunsIn).
+const (
+	RunsOnWorkers = "workers"
+	// RunsInXDP marks a stage part of which the XDP program runs before
+	// the workers: the entry parse (the kernel parses the outer headers
+	// for its rules), the filter whose first rules it runs and the
+	// terminals those rules lead to. The workers still run the whole
+	// stage on every frame the kernel steers to them.
+	RunsInXDP = "xdp+workers"
+)
 
 // StageNode is one node of a compiled graph.
 type StageNode struct {
@@ -172,6 +187,46 @@ type StageNode struct {
 	Terminal bool     `json:"terminal,omitempty"`
 	Edges    []string `json:"edges,omitempty"`
 	Target   string   `json:"target,omitempty"`
+	// RunsIn is RunsOnWorkers or RunsInXDP (set where the detail has a
+	// Split).
+	RunsIn string `json:"runs_in,omitempty"`
+}
+
+// Split is a pipeline's partition between the XDP program and the
+// workers (pipelines.PlanOffload).
+type Split struct {
+	Mode string `json:"mode"` // the daemon's offload option: auto or none
+	// InForce: these rules are loaded in the programs now (the running
+	// pipeline); Generation is their rule set's generation on the first
+	// interface.
+	InForce    bool   `json:"in_force"`
+	Generation uint64 `json:"generation,omitempty"`
+	Filter     string `json:"filter,omitempty"` // the filter stage split
+	// Why says why nothing could be planned at all.
+	Why string `json:"why,omitempty"`
+	// KernelRules is how many of Filter's first rules run in the kernel;
+	// StopReason why the next one cannot.
+	KernelRules int    `json:"kernel_rules"`
+	StopReason  string `json:"stop_reason,omitempty"`
+	// After says why the split ends at the filter when every rule moved
+	// and its default leads to a stage the kernel cannot run (a balance).
+	After string      `json:"after,omitempty"`
+	Rules []SplitRule `json:"rules,omitempty"`
+}
+
+// SplitRule is one rule of the split filter.
+type SplitRule struct {
+	Index  int    `json:"index"`
+	Line   int    `json:"line"`
+	Action string `json:"action"`
+	Kernel bool   `json:"kernel"`
+	// Idle marks a kernel rule that no frame the kernel decides can match
+	// (a class or ARP rule): it fires on the workers.
+	Idle bool `json:"idle,omitempty"`
+	// Packets and Bytes are what the kernel decided by this rule (in
+	// force only: the rule set loaded now, summed over the interfaces).
+	Packets uint64 `json:"kernel_packets"`
+	Bytes   uint64 `json:"kernel_bytes"`
 }
 
 // SwapReply says what a swap did, across every queue.
@@ -204,6 +259,24 @@ type Stats struct {
 	Queues     []QueueStats `json:"queues"`
 	LinkLosses uint64       `json:"link_losses"`
 	Capture    *CaptureInfo `json:"capture,omitempty"`
+	// KernelRules are the split pipeline's kernel rules in force on each
+	// receiving interface, with what the XDP program decided by each
+	// since that rule set was loaded (a swap starts a new set; the old
+	// set's counts stay in Totals.Drops).
+	KernelRules []KernelRuleStats `json:"kernel_rules,omitempty"`
+}
+
+// KernelRuleStats is one kernel rule of the split on one interface.
+type KernelRuleStats struct {
+	Interface  string `json:"interface"`
+	Pipeline   string `json:"pipeline"`
+	Generation uint64 `json:"generation"` // the rule set's, on this interface
+	Filter     string `json:"filter"`
+	Rule       int    `json:"rule"` // index in the filter
+	Line       int    `json:"line"`
+	Action     string `json:"action"` // "drop:<reason>" or the pass action
+	Packets    uint64 `json:"packets"`
+	Bytes      uint64 `json:"bytes"`
 }
 
 // Counts are verdict counters and frame accounting, summed or per queue.

@@ -19,7 +19,7 @@
 //
 //	GET    /v1/pipelines              PipelineList
 //	POST   /v1/pipelines              LoadRequest -> PipelineInfo
-//	GET    /v1/pipelines/{name}       PipelineDetail (graph, source, DOT)
+//	GET    /v1/pipelines/{name}       PipelineDetail (graph, source, DOT, the XDP/workers split)
 //	DELETE /v1/pipelines/{name}       refused for the running one
 //	POST   /v1/pipelines/{name}/swap  SwapReply
 //	GET    /v1/stats                  Stats

@@ -31,6 +31,49 @@ func Info(name, file string, g *pipelines.Graph) PipelineInfo {
 	}
 }
 
+// SplitOf describes an offload plan for the API (nil for nil).
+func SplitOf(p *pipelines.OffloadPlan) *Split {
+	if p == nil {
+		return nil
+	}
+	s := &Split{Mode: p.Mode.String(), Filter: p.Filter, Why: p.Why, KernelRules: p.Moved, StopReason: p.StopReason, After: p.After}
+	for _, r := range p.Rules {
+		s.Rules = append(s.Rules, SplitRule{Index: r.Index, Line: r.Pos.Line, Action: r.Action, Kernel: r.Kernel, Idle: r.Kernel && r.Idle})
+	}
+	return s
+}
+
+// MarkSplit sets each node's RunsIn from s: with kernel rules, the entry
+// parse stage, the split filter and the terminals its kernel rules lead
+// to (a drop:<reason>, a pass stage) run partly in the XDP program (the
+// plan only ever splits a filter right after the entry parse).
+func MarkSplit(nodes []StageNode, s *Split) {
+	kernelTargets := map[string]bool{}
+	if s != nil {
+		for _, r := range s.Rules {
+			if r.Kernel && !r.Idle {
+				kernelTargets[r.Action] = true
+			}
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		n.RunsIn = RunsOnWorkers
+		if s == nil || s.KernelRules == 0 {
+			continue
+		}
+		if n.Name == s.Filter || n.Terminal && kernelTargets[n.Name] {
+			n.RunsIn = RunsInXDP
+			continue
+		}
+		for _, e := range n.Edges {
+			if n.Kind == "parse" && e == s.Filter {
+				n.RunsIn = RunsInXDP
+			}
+		}
+	}
+}
+
 // DOT renders a compiled graph as Graphviz: stages as boxes, terminals as
 // ellipses (tx and pass) or octagons (drops), edges labelled with their
 // number when a stage has more than one.
@@ -49,7 +92,12 @@ func DOT(name string, nodes []StageNode) string {
 				label = n.Name + "\\n(" + n.Kind + " " + n.Target + ")"
 			}
 		}
-		fmt.Fprintf(&b, "\t%q [shape=%s, label=\"%s\"];\n", n.Name, shape, strings.ReplaceAll(label, `"`, `\"`))
+		style := ""
+		if n.RunsIn == RunsInXDP {
+			label += "\\n[" + RunsInXDP + "]"
+			style = `, style=filled, fillcolor="#cfe8ff"`
+		}
+		fmt.Fprintf(&b, "\t%q [shape=%s, label=\"%s\"%s];\n", n.Name, shape, strings.ReplaceAll(label, `"`, `\"`), style)
 	}
 	for _, n := range nodes {
 		for e, t := range n.Edges {

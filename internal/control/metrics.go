@@ -18,14 +18,28 @@ import (
 // Labels are bounded: queue (the served queues, fixed at start), port
 // (the pipelines' tx ports), reason (their drop reasons and the engine's),
 // stage and kind (their stages; the store holds at most 64 pipelines),
-// place (the frame places), worker (fixed per queue).
+// place (the frame places), worker (fixed per queue), and for the split
+// pipeline's kernel rules interface, pipeline, rule (an index below 64)
+// and action.
+//
+// Every packet a queue received is in exactly one of transmitted,
+// dropped (by the workers or the engine, by reason), passed (by them),
+// xdp_dropped and xdp_passed (by the XDP program's kernel rules): so
+// received = Σ transmitted + Σ dropped + passed + xdp_dropped + xdp_passed
+// per queue, the balance of `warpctl stats`. The kernel counts its
+// decisions per queue, and by rule per interface (xdp_rule_*), not by
+// queue and reason together.
 var (
-	mReceived      = desc("received_packets_total", "Packets received from the queue's RX ring.", "queue")
+	mReceived      = desc("received_packets_total", "Packets that arrived on the queue: read from its RX ring, or decided by the XDP program's kernel rules.", "queue")
 	mReceivedBytes = desc("received_bytes_total", "Bytes received.", "queue")
 	mTxPackets     = desc("transmitted_packets_total", "Packets a tx port accepted.", "queue", "port")
 	mTxBytes       = desc("transmitted_bytes_total", "Bytes a tx port accepted.", "queue", "port")
-	mDropped       = desc("dropped_packets_total", "Packets dropped, by reason (the pipeline's and the engine's).", "queue", "reason")
-	mPassed        = desc("passed_packets_total", "Packets passed to the kernel.", "queue")
+	mDropped       = desc("dropped_packets_total", "Packets the workers or the engine dropped, by reason (the pipeline's and the engine's; the kernel rules' drops are xdp_dropped).", "queue", "reason")
+	mPassed        = desc("passed_packets_total", "Packets the workers passed to the kernel's stack (the kernel rules' passes are xdp_passed).", "queue")
+	mXDPDropped    = desc("xdp_dropped_packets_total", "Frames the split pipeline's kernel rules dropped in the XDP program (no socket or worker saw them).", "queue")
+	mXDPPassed     = desc("xdp_passed_packets_total", "Frames the split pipeline's kernel rules passed to the kernel's stack in the XDP program.", "queue")
+	mXDPRule       = desc("xdp_rule_packets_total", "Frames a kernel rule of the running pipeline's split decided since its rule set was loaded.", "interface", "pipeline", "rule", "action")
+	mXDPRuleBytes  = desc("xdp_rule_bytes_total", "Bytes of the frames a kernel rule of the running pipeline's split decided since its rule set was loaded.", "interface", "pipeline", "rule", "action")
 	mBatches       = desc("batches_total", "Batches the engine completed.", "queue")
 	mKernel        = desc("kernel_dropped_packets_total", "Frames the kernel dropped before the engine saw them (XDP_STATISTICS), by reason.", "queue", "reason")
 	mRedirected    = desc("xdp_redirected_packets_total", "Frames the XDP program redirected to the queue's socket.", "queue")
@@ -57,7 +71,7 @@ type collector struct{ stats func() Stats }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
-		mRedirected, mNoSocket, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
+		mRedirected, mNoSocket, mXDPDropped, mXDPPassed, mXDPRule, mXDPRuleBytes, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
 		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture} {
 		ch <- d
 	}
@@ -79,6 +93,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Capture != nil {
 		counter(mCapture, float64(s.Capture.Written))
 	}
+	for _, r := range s.KernelRules {
+		rule := strconv.Itoa(r.Rule)
+		counter(mXDPRule, float64(r.Packets), r.Interface, r.Pipeline, rule, r.Action)
+		counter(mXDPRuleBytes, float64(r.Bytes), r.Interface, r.Pipeline, rule, r.Action)
+	}
 	for _, q := range s.Queues {
 		counter(mReceived, float64(q.Received), q.Queue)
 		counter(mReceivedBytes, float64(q.ReceivedBytes), q.Queue)
@@ -89,7 +108,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for reason, n := range q.Drops {
 			counter(mDropped, float64(n), q.Queue, reason)
 		}
-		counter(mPassed, float64(q.Passed), q.Queue)
+		counter(mPassed, float64(q.Passed-min(q.XDPPassed, q.Passed)), q.Queue)
+		counter(mXDPDropped, float64(q.XDPDropped), q.Queue)
+		counter(mXDPPassed, float64(q.XDPPassed), q.Queue)
 		counter(mBatches, float64(q.Batches), q.Queue)
 		for reason, n := range q.Kernel {
 			counter(mKernel, float64(n), q.Queue, reason)

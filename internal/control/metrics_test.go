@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,9 +12,18 @@ import (
 	"github.com/warpflow/warpflow/workers"
 )
 
+// sampleStats is one queue that received 20 packets: the workers
+// transmitted 7, dropped 3 (acl) and passed 1; the XDP program's kernel
+// rules dropped 8 and passed 1 (in Dropped and Passed too, as the daemon
+// counts them).
 func sampleStats() Stats {
 	return Stats{Pipeline: "a", Generation: 3, Swaps: 2,
-		Queues: []QueueStats{{Queue: "dp0/0", Counts: Counts{Received: 10, ReceivedBytes: 640, Transmitted: 7, Dropped: 3, Batches: 1,
+		KernelRules: []KernelRuleStats{
+			{Interface: "dp0", Pipeline: "a", Generation: 2, Filter: "acl", Rule: 0, Line: 7, Action: "drop:flood", Packets: 8, Bytes: 512},
+			{Interface: "dp0", Pipeline: "a", Generation: 2, Filter: "acl", Rule: 1, Line: 8, Action: "accept (to pass, pass)", Packets: 1, Bytes: 64},
+		},
+		Queues: []QueueStats{{Queue: "dp0/0", Counts: Counts{Received: 20, ReceivedBytes: 1280, Transmitted: 7, Dropped: 11, Passed: 2, Batches: 1,
+			XDPDropped: 8, XDPPassed: 1, Redirected: 11,
 			Drops: map[string]uint64{"acl": 3}, Kernel: map[string]uint64{"rx_ring_full": 1},
 			Ports: map[string]PortCount{"out0": {Packets: 7, Bytes: 448}}},
 			Workers: []workers.WorkerStats{{Batches: 1, Packets: 10}},
@@ -38,7 +48,7 @@ func TestMetricsValues(t *testing.T) {
 	MetricsHandler(sampleStats).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`warpflow_received_packets_total{queue="dp0/0"} 10`,
+		`warpflow_received_packets_total{queue="dp0/0"} 20`,
 		`warpflow_transmitted_packets_total{port="out0",queue="dp0/0"} 7`,
 		`warpflow_dropped_packets_total{queue="dp0/0",reason="acl"} 3`,
 		`warpflow_kernel_dropped_packets_total{queue="dp0/0",reason="rx_ring_full"} 1`,
@@ -46,6 +56,12 @@ func TestMetricsValues(t *testing.T) {
 		`warpflow_stage_seconds_total{kind="parse",queue="dp0/0",stage="parse"} 5e-07`,
 		`warpflow_pipeline_info{pipeline="a"} 1`,
 		`warpflow_pipeline_swaps_total 2`,
+		`warpflow_xdp_dropped_packets_total{queue="dp0/0"} 8`,
+		`warpflow_xdp_passed_packets_total{queue="dp0/0"} 1`,
+		`warpflow_passed_packets_total{queue="dp0/0"} 1`,
+		`warpflow_xdp_rule_packets_total{action="drop:flood",interface="dp0",pipeline="a",rule="0"} 8`,
+		`warpflow_xdp_rule_bytes_total{action="drop:flood",interface="dp0",pipeline="a",rule="0"} 512`,
+		`warpflow_xdp_rule_packets_total{action="accept (to pass, pass)",interface="dp0",pipeline="a",rule="1"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %s", want)
@@ -69,5 +85,27 @@ func TestDashboardMetrics(t *testing.T) {
 		if !names[m] {
 			t.Errorf("dashboard queries %s, which warpflowd does not export", m)
 		}
+	}
+}
+
+// TestMetricsBalance: per queue, received equals the sum of the series
+// every packet is in exactly one of (transmitted by port, dropped by
+// reason, passed, xdp_dropped, xdp_passed), with the kernel's decisions
+// included and counted once.
+func TestMetricsBalance(t *testing.T) {
+	rec := httptest.NewRecorder()
+	MetricsHandler(sampleStats).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	line := regexp.MustCompile(`(?m)^warpflow_(received_packets|transmitted_packets|dropped_packets|passed_packets|xdp_dropped_packets|xdp_passed_packets)_total\{[^}]*queue="dp0/0"[^}]*\} (\d+)$`)
+	sums := map[string]uint64{}
+	for _, m := range line.FindAllStringSubmatch(rec.Body.String(), -1) {
+		v, err := strconv.ParseUint(m[2], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums[m[1]] += v
+	}
+	out := sums["transmitted_packets"] + sums["dropped_packets"] + sums["passed_packets"] + sums["xdp_dropped_packets"] + sums["xdp_passed_packets"]
+	if sums["received_packets"] != 20 || out != sums["received_packets"] || sums["xdp_dropped_packets"] != 8 {
+		t.Fatalf("scrape: %v: received %d, accounted %d", sums, sums["received_packets"], out)
 	}
 }

@@ -133,7 +133,9 @@ func (d *Daemon) show(name string) (control.PipelineDetail, error) {
 		return control.PipelineDetail{}, d.notFound(name)
 	}
 	nodes := control.Nodes(s.graph)
-	return control.PipelineDetail{PipelineInfo: d.info(s), Graph: nodes, Source: s.source, DOT: control.DOT(s.graph.Name(), nodes)}, nil
+	split := d.split(s)
+	control.MarkSplit(nodes, split)
+	return control.PipelineDetail{PipelineInfo: d.info(s), Graph: nodes, Source: s.source, DOT: control.DOT(s.graph.Name(), nodes), Split: split}, nil
 }
 
 func (d *Daemon) notFound(name string) error {

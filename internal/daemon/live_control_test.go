@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/control/client"
+	"github.com/warpflow/warpflow/internal/lab"
 )
 
 // The two pipelines the live swap test alternates between: each drops one
@@ -55,6 +57,20 @@ stages:
 )
 
 var liveDstPorts = []uint16{7, 9, 53, 80}
+
+// swapBuffers sizes the swap tests' rings and UMEM so that the daemon
+// may be descheduled for 400 ms at their 20 kpps (8192 frames on the fill
+// ring) before the kernel drops a frame for want of one: on the shared
+// 2-core dev machine a 175 ms stall with the defaults (2048 on the fill
+// ring) was enough to lose frames to rx_fill_ring_empty, which is what
+// the one-off "received 98,958 of 100,000" was. The tests stay strict: a
+// kernel socket drop still fails them, and says so.
+const swapBuffers = "umem: {frames: 16384, frame_size: 2048}\nrings: {rx: 8192, fill: 8192, tx: 2048, completion: 2048}\n"
+const swapFrames = 16384
+
+// swapStall reproduces a descheduled daemon: -swap.stall 300ms stops
+// warpflowd (SIGSTOP) that long at the 50th swap; the test must still pass.
+var swapStall = flag.Duration("swap.stall", 0, "TestLiveSwapUnderLoad: SIGSTOP warpflowd this long at the 50th swap (a descheduled daemon; 300ms passes)")
 
 // seqOffset is where each test packet carries its sequence number: the
 // UDP payload.
@@ -159,7 +175,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pa, ""), "--metrics-addr", "127.0.0.1:0")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pa, swapBuffers), "--metrics-addr", "127.0.0.1:0")
 	d.waitFor(t, "running", 10*time.Second)
 	m := d.waitFor(t, "metrics", 5*time.Second)
 	metricsAddr, _ := m["listen"].(string)
@@ -197,6 +213,11 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 			t.Fatalf("swap %d to %s: %v", i, to, err)
 		}
 		activeNs = append(activeNs, rep.ActiveAfterNs...)
+		if i == 50 && *swapStall > 0 {
+			d.cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(*swapStall)
+			d.cmd.Process.Signal(syscall.SIGCONT)
+		}
 		time.Sleep(8 * time.Millisecond)
 	}
 	s, _ := c.Stats(ctx)
@@ -210,7 +231,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	var st control.Stats
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		st, _ = c.Stats(ctx)
-		if st.Totals.Received >= n || time.Now().After(deadline) {
+		if xdpSeen(st) >= n && st.Totals.Received >= xdpSeen(st) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -221,7 +242,8 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 		t.Fatalf("after 100 swaps: generation %d, swaps %d, pipeline %s", st.Generation, st.Swaps, st.Pipeline)
 	}
 	tot := st.Totals
-	if tot.Received != n || !tot.Balanced || tot.Received != tot.Transmitted+tot.Drops["a_nine"]+tot.Drops["b_seven"]+tot.Passed {
+	lostBefore := checkArrivals(t, topo, st, n)
+	if !tot.Balanced || tot.Received != tot.Transmitted+tot.Drops["a_nine"]+tot.Drops["b_seven"]+tot.Passed {
 		t.Fatalf("received %d of %d: transmitted %d, drops %v, passed %d, balanced %v", tot.Received, n, tot.Transmitted, tot.Drops, tot.Passed, tot.Balanced)
 	}
 	// The quiesced daemon: /metrics and `warpctl stats --json` agree.
@@ -251,7 +273,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	pj, stderr, code := warpctl(t, sock, "ports", "--json")
 	var pr control.PortsReply
 	if code != 0 || json.Unmarshal([]byte(pj), &pr) != nil || len(pr.Interfaces) != 2 || pr.Interfaces[0].Attach != "native" ||
-		len(pr.Queues) != 1 || len(pr.Queues[0].Sockets) == 0 || pr.Queues[0].Sockets[0].Bind != "copy" || pr.Queues[0].Frames.Total != 4096 {
+		len(pr.Queues) != 1 || len(pr.Queues[0].Sockets) == 0 || pr.Queues[0].Sockets[0].Bind != "copy" || pr.Queues[0].Frames.Total != swapFrames {
 		t.Fatalf("ports --json: exit %d %s\n%s", code, stderr, pj)
 	}
 
@@ -290,7 +312,9 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 		t.Fatalf("warpflowd exited %d", code)
 	}
 	frames := sink.stop(t)
-	checkSwapSink(t, frames, n, tot)
+	t.Logf("links after the run (a frame the sink's ring had no room for is dp1's tx_dropped): dp1 %s, sink0 %s",
+		linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
+	checkSwapSink(t, frames, n, tot, lostBefore)
 	var maxActive int64
 	for _, ns := range activeNs {
 		maxActive = max(maxActive, ns)
@@ -299,8 +323,10 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 }
 
 // checkSwapSink checks the sink's frames of the swap phase (sequence
-// numbers below n) against the counters.
-func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts) {
+// numbers below n) against the counters; lostBefore frames never reached
+// the XDP program (the kernel's veth dropped them), so as many sequence
+// numbers may be missing besides the pipelines' drops.
+func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts, lostBefore uint64) {
 	t.Helper()
 	seen := make([]int8, n) // 1: forwarded by A, 2: by B, 3: either
 	var atSink uint64
@@ -329,7 +355,7 @@ func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts) {
 		seen[q] = owner
 		atSink++
 	}
-	var miss7, miss9 uint64
+	var miss7, miss9, missBoth uint64
 	changes, last := 0, int8(0)
 	for q, s := range seen {
 		switch {
@@ -338,7 +364,9 @@ func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts) {
 		case s == 0 && liveDstPorts[q%4] == 9:
 			miss9++
 		case s == 0:
-			t.Fatalf("sequence %d (port %d, forwarded by both) never reached the sink", q, liveDstPorts[q%4])
+			if missBoth++; missBoth > lostBefore {
+				t.Fatalf("sequence %d (port %d, forwarded by both) never reached the sink (%d lost before the XDP program)", q, liveDstPorts[q%4], lostBefore)
+			}
 		case s != 3:
 			if last != 0 && s != last {
 				changes++
@@ -346,7 +374,13 @@ func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts) {
 			last = s
 		}
 	}
-	if miss7 != tot.Drops["b_seven"] || miss9 != tot.Drops["a_nine"] {
+	if lostBefore > 0 {
+		// Which of the missing ones the veth lost is unknown: count them.
+		if miss7+miss9+missBoth != tot.Drops["b_seven"]+tot.Drops["a_nine"]+lostBefore || miss7 < tot.Drops["b_seven"] || miss9 < tot.Drops["a_nine"] {
+			t.Fatalf("missing at the sink: port 7 %d, port 9 %d, others %d; counted b_seven %d, a_nine %d, lost before XDP %d",
+				miss7, miss9, missBoth, tot.Drops["b_seven"], tot.Drops["a_nine"], lostBefore)
+		}
+	} else if miss7 != tot.Drops["b_seven"] || miss9 != tot.Drops["a_nine"] {
 		t.Fatalf("missing at the sink: port 7 %d, port 9 %d; counted b_seven %d, a_nine %d", miss7, miss9, tot.Drops["b_seven"], tot.Drops["a_nine"])
 	}
 	if atSink != tot.Transmitted {
@@ -389,12 +423,19 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 		fmt.Sprintf(`warpflow_received_packets_total{queue=%q}`, q.Queue):                         q.Received,
 		fmt.Sprintf(`warpflow_received_bytes_total{queue=%q}`, q.Queue):                           q.ReceivedBytes,
 		fmt.Sprintf(`warpflow_transmitted_packets_total{port="out0",queue=%q}`, q.Queue):          q.Counts.Ports["out0"].Packets,
-		fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason="a_nine"}`, q.Queue):          q.Drops["a_nine"],
-		fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason="b_seven"}`, q.Queue):         q.Drops["b_seven"],
 		fmt.Sprintf(`warpflow_xdp_redirected_packets_total{queue=%q}`, q.Queue):                   q.Redirected,
 		fmt.Sprintf(`warpflow_batches_total{queue=%q}`, q.Queue):                                  q.Batches,
 		fmt.Sprintf(`warpflow_stage_packets_total{kind="parse",queue=%q,stage="parse"}`, q.Queue): q.Stages[0].Packets,
 		`warpflow_pipeline_swaps_total{}`:                                                         s.Swaps,
+		fmt.Sprintf(`warpflow_xdp_dropped_packets_total{queue=%q}`, q.Queue):                      q.XDPDropped,
+		fmt.Sprintf(`warpflow_xdp_passed_packets_total{queue=%q}`, q.Queue):                       q.XDPPassed,
+		fmt.Sprintf(`warpflow_passed_packets_total{queue=%q}`, q.Queue):                           q.Passed - q.XDPPassed,
+	}
+	for reason, n := range q.Drops {
+		want[fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason=%q}`, q.Queue, reason)] = n
+	}
+	for _, r := range s.KernelRules {
+		want[fmt.Sprintf(`warpflow_xdp_rule_packets_total{action=%q,interface=%q,pipeline=%q,rule="%d"}`, r.Action, r.Interface, r.Pipeline, r.Rule)] = r.Packets
 	}
 	for k, v := range want {
 		name := k
@@ -410,8 +451,48 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 			t.Errorf("metric %s = %v (present %v), stats --json says %d", name, g, ok, v)
 		}
 	}
+	// `stats --json` balances with the kernel's decisions included: in
+	// total, by reason and per queue, where what the queue received is
+	// what the program steered to its socket plus what it decided.
+	var byReason uint64
+	for _, n := range s.Totals.Drops {
+		byReason += n
+	}
+	if tot := s.Totals; !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed || byReason != tot.Dropped || tot.XDPDropped != q.XDPDropped {
+		t.Errorf("stats --json totals: received %d, transmitted %d, dropped %d (by reason %v: %d), passed %d, xdp dropped %d, balanced %v",
+			tot.Received, tot.Transmitted, tot.Dropped, tot.Drops, byReason, tot.Passed, tot.XDPDropped, tot.Balanced)
+	}
+	if !q.Balanced || len(q.Kernel) == 0 && q.Received != q.Redirected+q.XDPDropped+q.XDPPassed {
+		t.Errorf("stats --json queue %s: balanced %v, received %d, redirected %d, xdp dropped %d passed %d", q.Queue, q.Balanced, q.Received, q.Redirected, q.XDPDropped, q.XDPPassed)
+	}
 	// The frames the split's kernel rules decided never reach a stage.
 	if q.Stages[0].Packets != q.Received-q.XDPDropped-q.XDPPassed {
 		t.Errorf("stage parse counted %d of %d received (%d decided in the kernel) across 100 swaps", q.Stages[0].Packets, q.Received, q.XDPDropped+q.XDPPassed)
 	}
+}
+
+// checkArrivals places every one of the n frames tcpreplay sent: the XDP
+// program saw it, and the daemon received what the program saw (steered
+// and decided), with no kernel socket drops (RX ring full, fill ring
+// empty: the daemon did not keep up). The one loss it lets through, and
+// returns, is before the XDP program: the sender's veth found no room in
+// dp0's ring (its receive softirq starved on a loaded machine), which the
+// kernel counts as gen0's tx_dropped. tcpreplay retries most of those
+// (ENOBUFS), so tx_dropped only bounds that loss from above.
+func checkArrivals(t *testing.T, topo *lab.Topology, st control.Stats, n int) uint64 {
+	t.Helper()
+	txDropped, _ := linkDrops(t, topo.Gen.Namespace, topo.Gen.Name)
+	seen, tot := xdpSeen(st), st.Totals
+	var before uint64
+	if seen < uint64(n) {
+		before = uint64(n) - seen
+	}
+	if seen > uint64(n) || before > txDropped || tot.Received != seen || len(tot.Kernel) != 0 {
+		t.Fatalf("of %d sent: the XDP program saw %d (gen0 tx_dropped %d), the daemon received %d, kernel socket drops %v",
+			n, seen, txDropped, tot.Received, tot.Kernel)
+	}
+	if before > 0 {
+		t.Logf("%d frames never reached the XDP program: the sender's veth dropped them (gen0 tx_dropped %d; the machine's receive softirq starved): not the daemon's, accounted for", before, txDropped)
+	}
+	return before
 }

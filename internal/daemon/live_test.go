@@ -310,7 +310,10 @@ type sinkCapture struct {
 func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "sink.pcap")
-	cmd := inNS(topo.Sink.Namespace, "tcpdump", "-Z", "root", "--immediate-mode", "-i", topo.Sink.Name, "-Q", "in", "-n", "-U", "-s", "0", "-w", file)
+	// -B 32 MiB: a daemon that was descheduled for a while forwards its
+	// backlog in one burst, and tcpdump's default 2 MiB buffer (a few
+	// thousand small frames) then overflowed on the loaded machine.
+	cmd := inNS(topo.Sink.Namespace, "tcpdump", "-Z", "root", "--immediate-mode", "-B", "32768", "-i", topo.Sink.Name, "-Q", "in", "-n", "-U", "-s", "0", "-w", file)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -354,11 +357,22 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	return s
 }
 
-// stop ends the capture and returns the frames captured, in order.
+var tcpdumpDropped = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
+
+// stop ends the capture and returns the frames captured, in order. A
+// capture that tcpdump says it dropped packets from (its buffer was full:
+// the frames reached the sink, not the file) fails the test as the test
+// harness's loss, before anyone compares its frames with the counters.
 func (s *sinkCapture) stop(t *testing.T) [][]byte {
 	t.Helper()
 	s.cmd.Process.Signal(syscall.SIGINT)
 	s.cmd.Wait()
+	s.mu.Lock()
+	m := tcpdumpDropped.FindStringSubmatch(s.stderr.String())
+	s.mu.Unlock()
+	if m != nil && m[1] != "0" {
+		t.Fatalf("the sink's capture lost %s packets (tcpdump: dropped by kernel, its buffer overflowed): test-side, the daemon is not to blame", m[1])
+	}
 	return readFrames(t, s.file)
 }
 

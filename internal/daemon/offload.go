@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/xdp"
 )
@@ -27,18 +28,31 @@ import (
 // kernel's decisions included. Kernel drops by reason are known per rule,
 // not per queue: they join the totals' drops by reason (under the rule's
 // reason, beside the workers' drops of the same reason), and each queue's
-// program counters say how many the kernel decided there.
+// program counters say how many the kernel decided there. Stats also
+// lists the rule set in force per interface with each rule's hits
+// (KernelRules: `warpctl stats`, `top` and the xdp_rule metrics), and
+// `pipeline show` marks what runs in the kernel (split).
+//
+// A balance stage never moves: Linux refuses an XDP redirect into another
+// queue's socket (pipelines.BalanceKernelReason).
 
 // offloadState is the daemon's kernel half: the plan in force and, per
-// interface, the generation of the rule set its program runs.
+// interface, the generations of the rule sets its program holds.
 type offloadState struct {
 	mu   sync.Mutex
 	mode pipelines.OffloadMode
 	plan *pipelines.OffloadPlan // nil: not planned (offload none or no pipeline yet)
-	gens map[string]uint64      // interface -> generation loaded
+	ifs  map[string]*ifaceRules
 	// retired holds the kernel's drops by reason (and "pass" passes) of
-	// rule sets no longer in force, so totals survive a swap.
+	// rule sets no longer held by a program, so totals survive swaps.
 	retired map[string]uint64
+}
+
+// ifaceRules are the two rule sets one program holds: the active one and
+// the one before it (xdp.Program.RuleCounters reads both).
+type ifaceRules struct {
+	gen, prevGen   uint64
+	plan, prevPlan *pipelines.OffloadPlan
 }
 
 // planOffload parses mode and plans the split of the pipeline config
@@ -61,31 +75,44 @@ func planOffload(mode, path string, src []byte) (pipelines.OffloadMode, *pipelin
 }
 
 // loadKernelRules loads plan's kernel rules into prog (an empty set when
-// the plan moves nothing), folding the counts of the set it replaces into
-// the retired totals, and logs the split.
+// the plan moves nothing) and logs the split.
+//
+// The set it replaces stays readable as the program's previous one; the
+// set before that, whose slot the load overwrites, is folded into the
+// retired totals first. Folding only then, a whole swap after that set
+// stopped being active, keeps the count exact: a frame that entered the
+// program before a swap's flip can still count a hit in the old set just
+// after LoadRules returns, but not a swap later.
 func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipelines.OffloadPlan) error {
 	o := &d.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.gens == nil {
-		o.gens, o.retired = map[string]uint64{}, map[string]uint64{}
+	if o.ifs == nil {
+		o.ifs, o.retired = map[string]*ifaceRules{}, map[string]uint64{}
+	}
+	ir := o.ifs[iface]
+	if ir == nil {
+		ir = &ifaceRules{}
+		o.ifs[iface] = ir
 	}
 	var rules *xdp.OffloadRules
 	if plan != nil && plan.Moved > 0 {
 		r := xdp.OffloadRules(plan.Kernel)
 		rules = &r
 	}
-	prevGen, prevPlan := o.gens[iface], o.plan
+	var overwritten []xdp.RuleCount
+	if ir.prevGen != 0 && ir.prevPlan != nil {
+		overwritten, _ = prog.RuleCounters(ir.prevGen)
+	}
 	gen, err := prog.LoadRules(rules)
 	if err != nil {
 		return fmt.Errorf("load the pipeline's kernel rules into the XDP program on %s: %w", iface, err)
 	}
-	if prevGen != 0 && prevPlan != nil {
-		if hits, err := prog.RuleCounters(prevGen); err == nil {
-			addRuleHits(o.retired, prevPlan, hits)
-		}
+	if overwritten != nil {
+		addRuleHits(o.retired, ir.prevPlan, overwritten)
 	}
-	o.gens[iface] = gen
+	ir.prevGen, ir.prevPlan = ir.gen, ir.plan
+	ir.gen, ir.plan = gen, plan
 	o.plan = plan
 	if plan == nil {
 		return nil
@@ -129,31 +156,41 @@ func addKernelVerdicts(qs *QueueStats, c xdp.QueueCounters) {
 	qs.Balanced = qs.Received == qs.Transmitted+qs.Dropped+qs.Passed
 }
 
-// addKernelReasons adds the kernel's drops by reason (of the rule sets in
-// force on every interface and those retired) to t.Drops.
-func (d *Daemon) addKernelReasons(t *Counts) {
+// addKernelReasons adds the kernel's drops by reason (of the rule sets the
+// programs hold and those retired) to t.Drops, and returns the active
+// sets' per-rule counters.
+func (d *Daemon) addKernelReasons(t *Counts) []control.KernelRuleStats {
 	o := &d.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.plan == nil && len(o.retired) == 0 {
-		return
-	}
 	m := map[string]uint64{}
 	for k, v := range o.retired {
 		m[k] += v
 	}
-	names := make([]string, 0, len(o.gens))
-	for n := range o.gens {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		prog := d.progs[n]
-		if prog == nil || o.plan == nil {
+	var rules []control.KernelRuleStats
+	for _, n := range d.progNames() {
+		ir := o.ifs[n]
+		if ir == nil {
 			continue
 		}
-		if hits, err := prog.RuleCounters(o.gens[n]); err == nil {
-			addRuleHits(m, o.plan, hits)
+		prog := d.progs[n]
+		if ir.prevGen != 0 && ir.prevPlan != nil {
+			if hits, err := prog.RuleCounters(ir.prevGen); err == nil {
+				addRuleHits(m, ir.prevPlan, hits)
+			}
+		}
+		if ir.gen == 0 || ir.plan == nil {
+			continue
+		}
+		hits, err := prog.RuleCounters(ir.gen)
+		if err != nil {
+			continue
+		}
+		addRuleHits(m, ir.plan, hits)
+		for i := range min(len(hits), ir.plan.Moved) {
+			r := ir.plan.Rules[i]
+			rules = append(rules, control.KernelRuleStats{Interface: n, Pipeline: ir.plan.Pipeline, Generation: ir.gen,
+				Filter: ir.plan.Filter, Rule: i, Line: r.Pos.Line, Action: r.Action, Packets: hits[i].Packets, Bytes: hits[i].Bytes})
 		}
 	}
 	for k, v := range m {
@@ -161,6 +198,7 @@ func (d *Daemon) addKernelReasons(t *Counts) {
 			t.Drops[k] += v
 		}
 	}
+	return rules
 }
 
 // swapKernelRules replans the split for pipeline (file, src), just made
@@ -185,4 +223,54 @@ func (d *Daemon) swapKernelRules(file, src string) {
 			d.log.Error("swap the kernel rules", "interface", n, "err", err)
 		}
 	}
+}
+
+// split describes s's partition for `pipeline show`: for the running
+// pipeline the plan in force with its kernel rules' hits (summed over the
+// interfaces), for a stored one the plan a swap to it would load. Called
+// with ctlMu held (Swap, which changes the plan in force, holds it too).
+func (d *Daemon) split(s *stored) *control.Split {
+	if s.name != d.running {
+		_, plan, err := planOffload(d.off.mode.String(), s.file, []byte(s.source))
+		if err != nil {
+			return &control.Split{Mode: d.off.mode.String(), Why: "plan the split: " + err.Error()}
+		}
+		return control.SplitOf(plan)
+	}
+	o := &d.off
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.plan == nil {
+		return &control.Split{Mode: o.mode.String(), InForce: true, Why: "no split in force: planning it failed (see the daemon's log); the workers run the whole pipeline"}
+	}
+	sp := control.SplitOf(o.plan)
+	sp.InForce = true
+	for _, n := range d.progNames() {
+		ir := o.ifs[n]
+		if ir == nil || ir.plan != o.plan {
+			continue
+		}
+		if sp.Generation == 0 {
+			sp.Generation = ir.gen
+		}
+		hits, err := d.progs[n].RuleCounters(ir.gen)
+		if err != nil {
+			continue
+		}
+		for i := range min(len(hits), o.plan.Moved) {
+			sp.Rules[i].Packets += hits[i].Packets
+			sp.Rules[i].Bytes += hits[i].Bytes
+		}
+	}
+	return sp
+}
+
+// progNames are the interfaces with a program, sorted.
+func (d *Daemon) progNames() []string {
+	names := make([]string, 0, len(d.progs))
+	for n := range d.progs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

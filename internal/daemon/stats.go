@@ -58,7 +58,7 @@ func (d *Daemon) Stats() Stats {
 		}
 		addFrames(&t.Frames, qs.Frames)
 	}
-	d.addKernelReasons(&s.Totals)
+	s.KernelRules = d.addKernelReasons(&s.Totals)
 	s.Totals.Balanced = s.Totals.Received == s.Totals.Transmitted+s.Totals.Dropped+s.Totals.Passed
 	s.Totals.BatchFill = fill(s.Totals.Received, s.Totals.Batches)
 	return s
