@@ -86,3 +86,12 @@ func TestChartDraws(t *testing.T) {
 		t.Fatal("a result without measured points was drawn")
 	}
 }
+
+// TestChartFromCommittedResults: the committed device runs draw.
+func TestChartFromCommittedResults(t *testing.T) {
+	for _, f := range []string{"bench-scaling.json", "bench-scaling-run1.json", "bench-scaling-batch256.json", "bench-scaling-spin.json"} {
+		if err := run(filepath.Join("../../../docs", f), filepath.Join(t.TempDir(), "s.png"), ""); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
