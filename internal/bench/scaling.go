@@ -31,9 +31,10 @@ import (
 //     its own pinned core CPUs[i], each over its own preloaded copy of the
 //     capture and its own null sink: the shape of one engine per receive
 //     queue on the live path. Nothing is shared but the machine.
-//   - ShapeIOCeiling: the workers shape at the largest worker count with a
-//     pipeline that only transmits, so the workers do next to nothing and
-//     the rate is what one I/O loop can hand out and complete.
+//   - ShapeIOCeiling: the workers shape (at the largest worker count, or
+//     at ScalingOptions.CeilingWorkers) with a pipeline that only
+//     transmits, so the workers do next to nothing and the rate is what
+//     one I/O loop can hand out and complete.
 //
 // Every measurement of every point is timed by one wall clock from the
 // moment every engine is built and waiting until the last one returns;
