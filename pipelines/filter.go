@@ -181,7 +181,7 @@ type filterStage struct {
 	t     *filterTemplate
 	pkts  []uint64 // per rule, then default
 	bytes []uint64
-	live  liveTable // the published hits (PublishCounters)
+	live  liveTable              // the published hits (PublishCounters)
 	hits  [rings.MaxBatch]uint64 // preHits scratch
 	// hints, when set (SetFilterHints), holds each batch packet's rule as
 	// another processor found it; Process then skips its own lookup.
