@@ -434,6 +434,7 @@ func (e *Engine) adopt(p *plan) {
 // counters into the totals.
 func (e *Engine) retire() {
 	if e.old != nil {
+		publishSamples(e.old) // its final counts, before the fold reads them
 		e.old.retired.Store(true)
 		e.old = nil
 	}
