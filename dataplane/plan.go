@@ -226,8 +226,15 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	for _, r := range g.Reasons() {
 		p.reasonIdx = append(p.reasonIdx, slices.Index(lay.reasons, r))
 	}
+	if outs.Tap != nil && outs.Tap.Graph() != g {
+		return nil, fmt.Errorf("the tap was made for pipeline %q, not %q", outs.Tap.Graph().Name(), g.Name())
+	}
 	for range max(p.workers, 1) {
-		p.runners = append(p.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
+		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing})
+		if outs.Tap != nil {
+			r.SetTap(outs.Tap) // before the plan is published: no batch without it
+		}
+		p.runners = append(p.runners, r)
 	}
 	return p, nil
 }

@@ -140,6 +140,7 @@ func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (
 	if err := e.resolveOutputs(p, false); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrSwap, err)
 	}
+
 	if e.needsPool(p, c.pool, c.batch) {
 		pl, err := e.newPool(p)
 		if err != nil {
