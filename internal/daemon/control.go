@@ -171,9 +171,13 @@ func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 
 // Swap makes the stored pipeline name the running one on every queue,
 // live: each queue's engine takes the new plan up at a batch boundary
-// (see dataplane.Engine.Swap). A capture in progress is stopped first (its
-// stage belongs to the old pipeline). When a queue refuses, the queues
-// already swapped go back to the old pipeline and the error says why.
+// (see dataplane.Engine.Swap). A capture in progress follows the swap
+// when the new pipeline has its stage (and edge, by the stage it leads
+// to): the new plan's runners take the same tap before it is published,
+// so the capture goes on as one file with no batch missed. Otherwise the
+// capture is ended first, with the reason. When a queue refuses, the
+// queues already swapped go back to the old pipeline and the error says
+// why.
 func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()
@@ -191,14 +195,30 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	}
 	old := d.store[d.running]
 	oldPI, _ := d.portInterfaces(old.graph)
-	d.captureStopLocked("the pipeline was swapped")
+	var oldTap, newTap *pipelines.Tap
+	if c := d.activeCapture(); c != nil {
+		// Views of the capture's one tap (shared count and buffers) at its
+		// point in the new pipeline and, for a swap back, the old one.
+		oldTap, _ = c.tap.Follow(old.graph)
+		if t, err := c.tap.Follow(s.graph); err != nil {
+			rep.Capture = fmt.Sprintf("ended: the pipeline swapped to has no such tap point (%v)", err)
+			d.captureStopLocked(fmt.Sprintf("the pipeline was swapped to %q, which has no such tap point (%v)", name, err))
+			oldTap = nil
+		} else {
+			newTap, rep.Capture = t, "follows"
+		}
+	}
 	results := make([]dataplane.SwapResult, 0, len(d.queues))
 	returned := make([]time.Time, 0, len(d.queues))
 	for i, qq := range d.queues {
-		res, err := qq.eng.Swap(s.graph, qq.outputsFor(pi), swapTimeout)
+		outs := qq.outputsFor(pi)
+		outs.Tap = newTap
+		res, err := qq.eng.Swap(s.graph, outs, swapTimeout)
 		if err != nil {
 			for _, back := range d.queues[:i] {
-				if _, berr := back.eng.Swap(old.graph, back.outputsFor(oldPI), swapTimeout); berr != nil {
+				bo := back.outputsFor(oldPI)
+				bo.Tap = oldTap
+				if _, berr := back.eng.Swap(old.graph, bo, swapTimeout); berr != nil {
 					d.log.Error("swap back after a failed swap", "queue", back.q.RX().Name(), "err", berr)
 				}
 			}
@@ -206,6 +226,9 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		}
 		results = append(results, res)
 		returned = append(returned, time.Now())
+	}
+	if newTap != nil {
+		d.log.Info("capture follows the swap", "pipeline", name)
 	}
 	// Give the data path a moment to show the swap, so the reply can say
 	// when it did (a queue without traffic shows -1).
@@ -222,6 +245,7 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	r0 := results[0]
 	rep.From, rep.To, rep.Generation, rep.Queues = d.running, name, r0.Generation, len(d.queues)
 	rep.PoolChange, rep.Kept, rep.Reset, rep.Added, rep.Removed = r0.PoolChange, r0.Kept, r0.Reset, r0.Added, r0.Removed
+	rep.CountersReset = r0.CountersReset
 	d.running = name
 	d.graph = s.graph
 	d.swaps.Add(1)
