@@ -303,4 +303,3 @@ func checkCounterMetrics(t *testing.T, ns, addr string, s control.Stats) {
 		}
 	}
 }
-
