@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -85,12 +84,49 @@ func (d *Daemon) runnable(g *pipelines.Graph) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for port, iface := range pi {
-		if !slices.Contains(d.outputs, iface) {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q (interface %s), which this daemon does not transmit on: it opened transmit sockets on %v, the interfaces its startup pipeline uses; restart it with a pipeline or config that uses %s", g.Name(), port, iface, d.outputs, iface)
-		}
+	queues := make([]outputter, len(d.queues))
+	for i, qq := range d.queues {
+		queues[i] = qq.q
+	}
+	if err := checkOutputs(g.Name(), pi, queues); err != nil {
+		return nil, err
 	}
 	return pi, nil
+}
+
+// outputter is what checkOutputs needs of a queue (an *afxdp.Queue).
+type outputter interface {
+	Interface() string
+	Output(iface string) dataplane.Port
+}
+
+// checkOutputs refuses, in one line naming the interface and the fix, a
+// pipeline (port map pi) that transmits on an interface some queue has no
+// transmit socket on: the daemon opens them at start only (on the
+// interfaces of its ports map, its transmit-only interfaces and its
+// startup pipeline's), never during a swap.
+func checkOutputs(pipeline string, pi map[string]string, queues []outputter) error {
+	ports := make([]string, 0, len(pi))
+	for port := range pi {
+		ports = append(ports, port)
+	}
+	sort.Strings(ports)
+	for _, port := range ports {
+		iface := pi[port]
+		for _, q := range queues {
+			if q.Output(iface) == nil {
+				return fmt.Errorf("pipeline %q transmits on port %q to interface %s, which queue %s of %s has no transmit socket on (warpflowd opens them at start only, on the interfaces of its ports map and its transmit-only ones): add `ports: {%s: %s}` to the daemon config and restart it", pipeline, port, iface, outputQueueName(q), q.Interface(), port, iface)
+			}
+		}
+	}
+	return nil
+}
+
+func outputQueueName(q outputter) string {
+	if p := q.Output(q.Interface()); p != nil {
+		return p.Name()
+	}
+	return q.Interface()
 }
 
 func (d *Daemon) load(peer string, r control.LoadRequest) (control.PipelineInfo, error) {

@@ -110,7 +110,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			return nil, fmt.Errorf("interface %s: not found in this network namespace: check the name with `ip link` (run warpflowd in the namespace that has it)", in.Name)
 		}
 	}
-	outputs := uniqueValues(portIface)
+	outputs := txInterfaces(&cfg, portIface)
 	d.outputs = outputs
 	var inPort uint16
 	for _, in := range cfg.Interfaces {
@@ -443,6 +443,34 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// txInterfaces are the interfaces every queue opens a transmit socket on
+// at start: those the startup pipeline transmits on, every interface the
+// ports map names and every transmit-only interface, so that a swap may
+// move to a pipeline that transmits on any of them (a queue's own
+// interface needs none: its receive socket transmits). Sorted.
+func txInterfaces(cfg *Config, startup map[string]string) []string {
+	out := uniqueValues(startup)
+	add := func(iface string) {
+		if !slices.Contains(out, iface) {
+			out = append(out, iface)
+		}
+	}
+	known := map[string]bool{}
+	for _, in := range cfg.Interfaces {
+		known[in.Name] = true
+		if !in.Receives() {
+			add(in.Name)
+		}
+	}
+	for _, iface := range cfg.Ports {
+		if known[iface] {
+			add(iface)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func uniqueValues(m map[string]string) []string {

@@ -303,3 +303,65 @@ func checkCounterMetrics(t *testing.T, ns, addr string, s control.Stats) {
 		}
 	}
 }
+
+// TestLiveSwapToUnusedOutput starts warpflowd with a pipeline that only
+// sends packets back out of dp0, with dp1 configured as a transmit-only
+// interface its startup pipeline does not use; a swap to a pipeline that
+// forwards to dp1 works (the daemon opened dp1's transmit sockets at
+// start), and the packets reach the sink behind dp1.
+func TestLiveSwapToUnusedOutput(t *testing.T) {
+	requireLive(t, "tcpreplay", "tcpdump")
+	dir := t.TempDir()
+	ph, pf := filepath.Join(dir, "h.yaml"), filepath.Join(dir, "f.yaml")
+	os.WriteFile(ph, []byte("name: h\nstages:\n  - {name: parse, type: parse}\n  - {name: back, type: tx, port: back}\n"), 0o644)
+	os.WriteFile(pf, []byte(`name: f
+stages:
+  - {name: parse, type: parse}
+  - {name: rewrite, type: rewrite, src_mac: "02:77:66:00:00:03", dst_mac: "02:77:66:00:00:04"}
+  - {name: out, type: tx, port: out0}
+`), 0o644)
+	cfg := filepath.Join(dir, "warpflowd.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, `pipeline: %s
+interfaces:
+  - {name: dp0, attach: native, bind: auto}
+  - {name: dp1, receive: false, bind: auto}
+ports: {back: dp0, out0: dp1}
+workers_per_queue: 0
+stats_interval: 0s
+`, ph), 0o644)
+	const n = 200
+	capture := seqCapture(t, n)
+	topo := newLab(t)
+	sink := startSinkCapture(t, topo)
+	d := startDaemon(t, topo.DP0.Namespace, "--config", cfg)
+	d.waitFor(t, "running", 10*time.Second)
+	sock := socketOf(d)
+	c := client.New(sock)
+	if _, stderr, code := warpctl(t, sock, "pipeline", "load", pf); code != 0 {
+		t.Fatalf("load of a pipeline to dp1, which the startup one does not use: exit %d %s", code, stderr)
+	}
+	if out, stderr, code := warpctl(t, sock, "pipeline", "swap", "f"); code != 0 {
+		t.Fatalf("swap to f: exit %d %s%s", code, out, stderr)
+	}
+	if sent := tcpreplay(t, topo, capture, 5000); sent != n {
+		t.Fatalf("tcpreplay sent %d of %d", sent, n)
+	}
+	s := statsAtRest(t, c, n)
+	if got := s.Totals.Ports["out0"].Packets; got != n || !s.Totals.Balanced {
+		t.Fatalf("transmitted on out0 %d of %d (totals %+v)", got, n, s.Totals)
+	}
+	time.Sleep(200 * time.Millisecond) // the last frames through the sink's veth to tcpdump
+	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Fatalf("warpflowd exited %d", code)
+	}
+	frames := sink.stop(t)
+	got := 0
+	for _, f := range frames {
+		if len(f) >= liveSeqOffset+8 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[0] == 0x02 && f[5] == 0x04 {
+			got++
+		}
+	}
+	if got != n {
+		t.Fatalf("the sink behind dp1 got %d of %d forwarded frames (%d frames in all)", got, n, len(frames))
+	}
+}
