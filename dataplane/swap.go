@@ -363,6 +363,11 @@ func (e *Engine) StageCounters() map[string][]pipelines.Counter {
 	return out
 }
 
+// SortCounters puts one stage's counters in Report's order, whatever
+// order they were merged in: "total" first, "default" last, the rest in
+// natural order (rule[2] before rule[10]).
+func SortCounters(list []pipelines.Counter) { sortCounters(list) }
+
 // Samples returns the sample stages' counts (candidates that reached the
 // stage, packets it kept), carried across swaps like StageCounters, read
 // without a lock while the engine runs (as of the I/O loop's last

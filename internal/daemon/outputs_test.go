@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // TestTxInterfaces: transmit sockets are opened at start on the startup
@@ -59,5 +61,40 @@ func TestCheckOutputs(t *testing.T) {
 	}
 	if strings.Contains(msg, "\n") {
 		t.Errorf("refusal is not one line: %q", msg)
+	}
+}
+
+// TestSumStageCounters: the queues' stage counters and sample counts sum
+// by stage and key, in stage order and Report's key order, whichever
+// queue saw a key first.
+func TestSumStageCounters(t *testing.T) {
+	q0 := control.QueueStats{Stages: []control.StageStats{
+		{Name: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[10]", Packets: 1, Bytes: 64}, {Key: "default", Packets: 2, Bytes: 128}}},
+		{Name: "smp", Kind: "sample", Sample: &dataplane.SampleCount{Stage: "smp", File: "s.pcap", Candidates: 10, Written: 1}},
+	}}
+	q1 := control.QueueStats{Stages: []control.StageStats{
+		{Name: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[2]", Packets: 5, Bytes: 320}, {Key: "rule[10]", Packets: 3, Bytes: 192}}},
+		{Name: "flows", Kind: "count", Counters: []pipelines.Counter{{Key: "total", Packets: 8, Bytes: 512}}},
+		{Name: "smp", Kind: "sample", Sample: &dataplane.SampleCount{Stage: "smp", File: "s.pcap", Candidates: 20, Written: 2}},
+	}}
+	sets, samples := sumStageCounters([]control.QueueStats{q0, q1})
+	want := []control.StageCounterSet{
+		{Stage: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[2]", Packets: 5, Bytes: 320}, {Key: "rule[10]", Packets: 4, Bytes: 256}, {Key: "default", Packets: 2, Bytes: 128}}},
+		{Stage: "flows", Kind: "count", Counters: []pipelines.Counter{{Key: "total", Packets: 8, Bytes: 512}}},
+	}
+	if len(sets) != len(want) {
+		t.Fatalf("sets %+v", sets)
+	}
+	for i := range want {
+		if sets[i].Stage != want[i].Stage || !slices.Equal(sets[i].Counters, want[i].Counters) {
+			t.Errorf("set %d: %+v, want %+v", i, sets[i], want[i])
+		}
+	}
+	if len(samples) != 1 || samples[0].Candidates != 30 || samples[0].Written != 3 {
+		t.Errorf("samples %+v", samples)
+	}
+	// The queues' own lists are not changed by the sum.
+	if q0.Stages[0].Counters[0].Packets != 1 {
+		t.Errorf("queue 0's counter changed to %d", q0.Stages[0].Counters[0].Packets)
 	}
 }

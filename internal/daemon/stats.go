@@ -251,5 +251,8 @@ func sumStageCounters(queues []control.QueueStats) ([]control.StageCounterSet, [
 			}
 		}
 	}
+	for _, set := range sets {
+		dataplane.SortCounters(set.Counters)
+	}
 	return sets, samples
 }
