@@ -195,7 +195,7 @@ func (d *Daemon) portInterfaces(g *pipelines.Graph) (map[string]string, error) {
 			iface = port
 		}
 		if !known[iface] {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q, which is no configured interface: add `ports: {%s: IFACE}` to the daemon config", g.Name(), port, port)
+			return nil, fmt.Errorf("pipeline %q transmits on port %q, which maps to no configured interface (%s): add the interface to the daemon config's interfaces (receive: false to only transmit) and `ports: {%s: IFACE}`, then restart warpflowd", g.Name(), port, iface, port)
 		}
 		m[port] = iface
 	}

@@ -365,3 +365,40 @@ stats_interval: 0s
 		t.Fatalf("the sink behind dp1 got %d of %d forwarded frames (%d frames in all)", got, n, len(frames))
 	}
 }
+
+// TestLiveSwapRefusesUnopenedOutput: with two receiving interfaces and no
+// ports map, dp0's queue has no transmit socket on dp1 (only dp1's own
+// queue transmits there), so a pipeline with port dp1 is refused at load
+// and the message names the port, the interface, the queue and the fix;
+// a port on no configured interface is refused the same way.
+func TestLiveSwapRefusesUnopenedOutput(t *testing.T) {
+	requireLive(t)
+	dir := t.TempDir()
+	ph, pf, pg := filepath.Join(dir, "h.yaml"), filepath.Join(dir, "f.yaml"), filepath.Join(dir, "g.yaml")
+	os.WriteFile(ph, []byte("name: h\nstages:\n  - {name: parse, type: parse}\n  - {name: d, type: drop}\n"), 0o644)
+	os.WriteFile(pf, []byte("name: f\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: dp1}\n"), 0o644)
+	os.WriteFile(pg, []byte("name: g\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: gen0}\n"), 0o644)
+	cfg := filepath.Join(dir, "warpflowd.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "pipeline: %s\ninterfaces:\n  - {name: dp0, attach: native, bind: auto}\n  - {name: dp1, attach: native, bind: auto}\nworkers_per_queue: 0\nstats_interval: 0s\n", ph), 0o644)
+	topo := newLab(t)
+	d := startDaemon(t, topo.DP0.Namespace, "--config", cfg)
+	d.waitFor(t, "running", 10*time.Second)
+	sock := socketOf(d)
+	_, stderr, code := warpctl(t, sock, "pipeline", "load", pf)
+	t.Logf("load f: %s", stderr)
+	for _, want := range []string{`port "dp1"`, "interface dp1", "dp0", "`ports: {dp1: dp1}`", "restart"} {
+		if code != 5 || !strings.Contains(stderr, want) {
+			t.Fatalf("load of a pipeline to dp1: exit %d, message lacks %q:\n%s", code, want, stderr)
+		}
+	}
+	_, stderr, code = warpctl(t, sock, "pipeline", "load", pg)
+	if code != 5 || !strings.Contains(stderr, `port "gen0"`) || !strings.Contains(stderr, "no configured interface (gen0)") {
+		t.Fatalf("load of a pipeline to gen0: exit %d:\n%s", code, stderr)
+	}
+	if out, _, _ := warpctl(t, sock, "pipeline", "list"); strings.Contains(out, " f ") || strings.Contains(out, "\nf") {
+		t.Fatalf("a refused pipeline was stored:\n%s", out)
+	}
+	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Fatalf("warpflowd exited %d", code)
+	}
+}
