@@ -211,7 +211,8 @@ func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 // when the new pipeline has its stage (and edge, by the stage it leads
 // to): the new plan's runners take the same tap before it is published,
 // so the capture goes on as one file with no batch missed. Otherwise the
-// capture is ended first, with the reason. When a queue refuses, the
+// capture ends once the swap is done (the old pipeline's batches up to it
+// are in the file), with the reason; a refused swap leaves it running. When a queue refuses, the
 // queues already swapped go back to the old pipeline and the error says
 // why.
 func (d *Daemon) Swap(name string) (control.SwapReply, error) {
@@ -232,16 +233,15 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	old := d.store[d.running]
 	oldPI, _ := d.portInterfaces(old.graph)
 	var oldTap, newTap *pipelines.Tap
+	var endCapture string // why the capture ends once the swap is done
 	if c := d.activeCapture(); c != nil {
 		// Views of the capture's one tap (shared count and buffers) at its
 		// point in the new pipeline and, for a swap back, the old one.
 		oldTap, _ = c.tap.Follow(old.graph)
 		if t, err := c.tap.Follow(s.graph); err != nil {
-			rep.Capture = fmt.Sprintf("ended: the pipeline swapped to has no such tap point (%v)", err)
-			d.captureStopLocked(fmt.Sprintf("the pipeline was swapped to %q, which has no such tap point (%v)", name, err))
-			oldTap = nil
+			endCapture = fmt.Sprintf("the pipeline was swapped to %q, which has no such tap point (%v)", name, err)
 		} else {
-			newTap, rep.Capture = t, "follows"
+			newTap = t
 		}
 	}
 	results := make([]dataplane.SwapResult, 0, len(d.queues))
@@ -263,8 +263,14 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		results = append(results, res)
 		returned = append(returned, time.Now())
 	}
-	if newTap != nil {
+	switch {
+	case newTap != nil:
+		rep.Capture = "follows"
 		d.log.Info("capture follows the swap", "pipeline", name)
+	case endCapture != "":
+		// The old plans tapped up to the swap; the new ones have no tap.
+		d.captureStopLocked(endCapture)
+		rep.Capture = "ended: " + endCapture
 	}
 	// Give the data path a moment to show the swap, so the reply can say
 	// when it did (a queue without traffic shows -1).
