@@ -211,10 +211,10 @@ func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 // when the new pipeline has its stage (and edge, by the stage it leads
 // to): the new plan's runners take the same tap before it is published,
 // so the capture goes on as one file with no batch missed. Otherwise the
-// capture ends once the swap is done (the old pipeline's batches up to it
-// are in the file), with the reason; a refused swap leaves it running. When a queue refuses, the
-// queues already swapped go back to the old pipeline and the error says
-// why.
+// capture ends once the swap is done (the old pipeline's batches up to
+// it are in the file), with the reason; a refused swap leaves it running.
+// When a queue refuses, the queues already swapped go back to the old
+// pipeline and the error says why.
 func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()

@@ -43,13 +43,12 @@ type Daemon struct {
 
 	// The control side: the pipeline store and the running pipeline's
 	// name (ctlMu serialises loads, swaps, removes and captures), the
-	// interfaces the queues transmit on, the capture.
+	// capture.
 	started time.Time
 	swaps   atomic.Uint64
 	ctlMu   sync.Mutex
 	store   map[string]*stored
 	running string
-	outputs []string
 	capMu   sync.Mutex
 	capture *capture
 }
@@ -111,7 +110,6 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		}
 	}
 	outputs := txInterfaces(&cfg, portIface)
-	d.outputs = outputs
 	var inPort uint16
 	for _, in := range cfg.Interfaces {
 		if !in.Receives() {
