@@ -132,8 +132,16 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	if len(s1.Samples) != 1 || s1.Samples[0].Candidates != s1.Totals.Received || s1.Samples[0].Written != (s1.Totals.Received+9)/10 {
 		t.Fatalf("phase 1 samples %+v, received %d", s1.Samples, s1.Totals.Received)
 	}
-	if ci, _ := c.Capture(ctx); !ci.Active || ci.Written != n-n/4 {
-		t.Fatalf("phase 1 capture: %+v, want active with %d written", ci, n-n/4)
+	// The writer drains the tap every 20 ms: wait for it (bounded).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		ci, _ := c.Capture(ctx)
+		if ci.Active && ci.Written == n-n/4 {
+			break
+		}
+		if !ci.Active || ci.Written > n-n/4 || time.Now().After(deadline) {
+			t.Fatalf("phase 1 capture: %+v, want active with %d written", ci, n-n/4)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	human, stderr, code := warpctl(t, sock, "stats")
 	if code != 0 || !strings.Contains(human, "rule[0]") || !strings.Contains(human, fmt.Sprintf("%d kept of %d", s1.Samples[0].Written, s1.Samples[0].Candidates)) {
