@@ -585,6 +585,9 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 			if cur == nil && !repool {
 				if b, ok := ex.Acquire(); ok {
 					cur = b
+					if pl.lazyMeta {
+						b.DeferMeta(true) // the worker writes the metadata
+					}
 					if e.restamp > 0 {
 						e.stampSlot(pl, b)
 					}

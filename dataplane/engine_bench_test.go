@@ -60,6 +60,7 @@ func mustLoad(b *testing.B, src string) *pipelines.Graph {
 // the engine's floor, the default shape adds a filter, rewrite and count.
 func BenchmarkReplay(b *testing.B) {
 	parse := "name: p\nstages:\n  - {name: parse, type: parse}\n  - {name: out, type: tx, port: sink}\n"
+	txOnly := "name: t\nstages:\n  - {name: out, type: tx, port: sink}\n"
 	macswap := "name: m\nstages:\n  - {name: parse, type: parse}\n  - {name: swap, type: rewrite, swap_macs: true}\n  - {name: out, type: tx, port: sink}\n"
 	def := "name: d\nstages:\n  - {name: parse, type: parse}\n" +
 		"  - {name: acl, type: filter, rules: [{class: malformed, action: \"drop:malformed\"}, {proto: tcp, dst_port: 23, action: \"drop:telnet\"}]}\n" +
@@ -69,6 +70,9 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("macswap/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, macswap), 0) })
 	b.Run("default-shape/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 0) })
 	b.Run("default-shape/1worker", func(b *testing.B) { benchReplay(b, mustLoad(b, def), 1) })
+	// The I/O loop's own cost in worker mode: the worker only transmits,
+	// so the handoff, completion, transmit and recycle set the pace.
+	b.Run("tx-only/1worker", func(b *testing.B) { benchReplay(b, mustLoad(b, txOnly), 1) })
 	b.Run("default-1k/inline", func(b *testing.B) { benchReplay(b, mustLoad(b, benchDefault1k()), 0) })
 	b.Run("embedded-default/stream", benchDefaultStream)
 }

@@ -382,6 +382,7 @@ func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err err
 		}
 		b.Append(d, p.seq, p.opt.PortIndex)
 		if p.rec.cut {
+			b.SettleMeta() // a worker slot defers it: write it before the flag
 			b.Meta[len(b.Meta)-1].Flags = rings.FlagCut
 			p.cut.Add(1)
 		}

@@ -141,6 +141,9 @@ func (p *ReplayPort) markCut(b *rings.Batch, at, i, run int) {
 	n := uint64(0)
 	for k, cut := range p.preCut[i : i+run] {
 		if cut {
+			if n == 0 {
+				b.SettleMeta() // a worker slot defers it: write it before the flag
+			}
 			b.Meta[at+k].Flags = rings.FlagCut
 			n++
 		}

@@ -70,7 +70,10 @@ type pool struct {
 	// while it holds the slot (before Submit) and read by the worker that
 	// claims it, the slot's status word ordering the two.
 	stamps  map[*rings.Batch]*stamp
-	workers int
+	// lazyMeta: the executor settles deferred metadata, so the I/O loop
+	// receives into its batches with the metadata deferred.
+	lazyMeta bool
+	workers  int
 	batch   int
 	// fifo is the stamp of every batch in flight, in submission order
 	// (completions come back in that order). Capacity: the slot count.
@@ -314,6 +317,7 @@ func (e *Engine) newPool(p *plan) (*pool, error) {
 			return nil, errors.New("start workers: executor factory returned nil")
 		}
 		pl.exec = ex
+		pl.lazyMeta = settlesMeta(ex)
 		return pl, nil
 	}
 	// The engine's own pool: each slot's batch gets a stamp cell, made
@@ -338,6 +342,12 @@ func (e *Engine) newPool(p *plan) (*pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start workers: %w", err)
 	}
-	pl.exec = ex
+	pl.exec, pl.lazyMeta = ex, true
 	return pl, nil
+}
+
+// settlesMeta reports whether ex settles deferred batch metadata itself.
+func settlesMeta(ex workers.Executor) bool {
+	ms, ok := ex.(workers.MetaSettler)
+	return ok && ms.SettlesMeta()
 }

@@ -32,7 +32,10 @@ type Port interface {
 	// has nothing more to give (with n == 0). A live port never returns
 	// io.EOF; with nothing to give right now it returns 0, nil (the engine
 	// runs until its context is done). Ports that only transmit return
-	// ErrNotReceiver.
+	// ErrNotReceiver. Appending with b.Append or b.AppendRun does all of
+	// that; in worker mode the engine defers the metadata to the worker
+	// (rings.Batch.DeferMeta), so a Receive that reads or writes b.Meta
+	// itself calls b.SettleMeta first.
 	Receive(b *rings.Batch) (n int, err error)
 	// Transmit sends the packets named by descs, whose bytes lie in arena a.
 	// It returns how many it accepted (a prefix of descs); the rest were

@@ -46,6 +46,7 @@ type seqPort struct{ *ReplayPort }
 func (p seqPort) Receive(b *rings.Batch) (int, error) {
 	had := b.Len()
 	n, err := p.ReplayPort.Receive(b)
+	b.SettleMeta() // deferred in worker mode: Meta.Seq is read here
 	for i := had; i < b.Len(); i++ {
 		binary.BigEndian.PutUint64(b.Packet(i)[seqOffset:], b.Meta[i].Seq)
 	}

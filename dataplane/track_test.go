@@ -20,6 +20,7 @@ type leakyPort struct {
 func (p *leakyPort) Receive(b *rings.Batch) (int, error) {
 	n, err := p.ReplayPort.Receive(b)
 	if p.duplicate && n > 0 && b.Len() < b.Cap() {
+		b.SettleMeta() // deferred in worker mode: Meta.Seq is read here
 		b.Append(b.Descs[0], b.Meta[0].Seq, 0)
 		n++
 	}

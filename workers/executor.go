@@ -39,3 +39,16 @@ type Executor interface {
 }
 
 var _ Executor = (*Pool)(nil)
+
+// MetaSettler is an Executor that settles a batch's deferred metadata
+// (rings.Batch.SettleMeta) before anything reads it, on the goroutine that
+// processes the batch. A producer may then fill its acquired batches with
+// the metadata deferred (rings.Batch.DeferMeta), so that the packets' Meta,
+// which the kernel writes anyway, is first written there and not cleared
+// on the producer's core and moved across.
+type MetaSettler interface {
+	Executor
+	SettlesMeta() bool
+}
+
+var _ MetaSettler = (*Pool)(nil)

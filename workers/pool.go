@@ -228,6 +228,10 @@ func (p *Pool) Release() {
 	s.status.Store(p.word(statusFree, seq))
 }
 
+// SettlesMeta reports true: a worker settles a batch's deferred metadata
+// before its kernel runs (see MetaSettler).
+func (p *Pool) SettlesMeta() bool { return true }
+
 // InFlight returns the number of batches submitted and not yet released.
 // Safe from any goroutine; exact when called by the producer or consumer
 // while the other is quiet.

@@ -127,6 +127,7 @@ func (p *Pool) claimOne(w *worker) bool {
 	}
 	s.status.Store(p.word(statusBusy, c))
 	b := s.batch
+	b.SettleMeta() // what the producer deferred (DeferMeta), written here
 	w.kernel.Process(b)
 	bump(&w.batches, 1)
 	bump(&w.packets, uint64(b.Len()))
