@@ -69,12 +69,12 @@ type pool struct {
 	// and never changed after; the cells are written by the I/O loop
 	// while it holds the slot (before Submit) and read by the worker that
 	// claims it, the slot's status word ordering the two.
-	stamps  map[*rings.Batch]*stamp
+	stamps map[*rings.Batch]*stamp
 	// lazyMeta: the executor settles deferred metadata, so the I/O loop
 	// receives into its batches with the metadata deferred.
 	lazyMeta bool
 	workers  int
-	batch   int
+	batch    int
 	// fifo is the stamp of every batch in flight, in submission order
 	// (completions come back in that order). Capacity: the slot count.
 	fifo []*plan
