@@ -177,8 +177,8 @@ func newPipelineShow() *cobra.Command {
 	var o ctlOpts
 	var dot, source bool
 	cmd := &cobra.Command{
-		Use:               "show NAME",
-		Short:             "Show a stored pipeline's compiled graph and its split between the XDP program and the workers (--dot: as Graphviz)",
+		Use:   "show NAME",
+		Short: "Show a stored pipeline's compiled graph and its split between the XDP program and the workers (--dot: as Graphviz)",
 		Long: `show prints a stored pipeline's stages with their edges and where each
 runs: "xdp+workers" for the stages the XDP program runs part of (the entry
 parse, the split filter and the terminals of its kernel rules; the workers
