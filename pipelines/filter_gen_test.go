@@ -114,8 +114,10 @@ func genRule(r intner) filterRule {
 	}
 	if r.IntN(6) == 0 {
 		fr.hasTCP = true
-		fr.tcpSet = uint8(r.IntN(256)) & uint8(r.IntN(256))
-		fr.tcpClear = uint8(r.IntN(256)) & uint8(r.IntN(256)) &^ fr.tcpSet
+		// The AND of two draws keeps about a quarter of the flags set.
+		set1, set2, clear1, clear2 := uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256))
+		fr.tcpSet = set1 & set2
+		fr.tcpClear = clear1 & clear2 &^ fr.tcpSet
 	}
 	if r.IntN(6) == 0 {
 		fr.hasClass = true
