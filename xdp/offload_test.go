@@ -131,15 +131,7 @@ func TestOffloadAgreesWithReplay(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 
-	spec, err := pipelines.Parse("offload-oracle.yaml", []byte(offloadTestYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := pipelines.Compile(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := pipelines.PlanOffload(spec, g, pipelines.OffloadAuto)
+	g, plan, err := pipelines.LoadOffload("offload-oracle.yaml", []byte(offloadTestYAML), pipelines.OffloadAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
