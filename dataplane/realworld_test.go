@@ -230,6 +230,11 @@ func TestRealworldCorruptTail(t *testing.T) {
 // TestRealworldInterrupt: a replay looping forever is stopped through its
 // context; it drains, reports what it did (balanced), and leaves
 // well-formed outputs and counters.json.
+//
+// The stop comes from the first progress report (the engine's I/O loop
+// calls it after about 200 ms of running), not from a timer started
+// before the replay's setup: on a slow machine that timer could fire
+// before any report, and the report's fraction was then never seen.
 func TestRealworldInterrupt(t *testing.T) {
 	for _, c := range []struct {
 		workers int
@@ -237,16 +242,28 @@ func TestRealworldInterrupt(t *testing.T) {
 	}{{0, false}, {2, false}, {1, true}} {
 		ctx, cancel := context.WithCancel(context.Background())
 		var last ReplayProgress
-		time.AfterFunc(300*time.Millisecond, cancel)
+		reports := 0
+		// Only a bound: a replay that never reports progress fails below
+		// instead of looping until the test binary's timeout.
+		watchdog := time.AfterFunc(2*time.Minute, cancel)
 		rep, out, err := replayReal(t, "../testdata/captures/mixed.pcap", func(cfg *ReplayConfig) {
 			cfg.Context = ctx
 			cfg.Replay.Loops = -1
 			cfg.Replay.Preload = c.preload
 			cfg.Engine.Workers = c.workers
 			cfg.Engine.TrackFrames = false
-			cfg.Progress = func(p ReplayProgress) { last = p }
+			// Called on the engine's I/O loop; Replay returns after it.
+			cfg.Progress = func(p ReplayProgress) {
+				last = p
+				reports++
+				cancel()
+			}
 		})
+		watchdog.Stop()
 		cancel()
+		if reports == 0 {
+			t.Fatalf("%+v: no progress report before the watchdog stopped the replay", c)
+		}
 		if !errors.Is(err, ErrInterrupted) {
 			t.Fatalf("%+v: err %v", c, err)
 		}
