@@ -567,11 +567,7 @@ func TestRewriteZeroAlloc(t *testing.T) {
 	tpl := stMustBuild(t, rewriteKind, rewriteCases[len(rewriteCases)-3].yaml) // everything
 	st := tpl.NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-	idx := make([]uint16, b.Len())
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, b.Len())
+	idx, next := stDense(b.Len())
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := range b.Meta {
 			b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
@@ -596,11 +592,7 @@ func rwBenchmark(b *testing.B, cfg string, resetTTL bool) {
 	if len(batch.Packet(0)) != 64 {
 		b.Fatalf("packet length %d, want 64", len(batch.Packet(0)))
 	}
-	idx := make([]uint16, n)
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, n)
+	idx, next := stDense(n)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -809,11 +801,7 @@ func TestRewriteFastPathsZeroAlloc(t *testing.T) {
 	for _, cfg := range rwFastCfgs {
 		st := stMustBuild(t, rewriteKind, cfg).NewInstance()
 		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-		idx := make([]uint16, b.Len())
-		for i := range idx {
-			idx[i] = uint16(i)
-		}
-		next := make([]Edge, b.Len())
+		idx, next := stDense(b.Len())
 		allocs := testing.AllocsPerRun(100, func() {
 			for i := range b.Meta {
 				b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
