@@ -203,3 +203,21 @@ func (r *byteRand) IntN(n int) int {
 	}
 	return v % n
 }
+
+// genRules draws n rules with genRule.
+func genRules(r intner, n int) []filterRule {
+	rules := make([]filterRule, n)
+	for i := range rules {
+		rules[i] = genRule(r)
+	}
+	return rules
+}
+
+// genMetas draws n packets' metadata with genMeta.
+func genMetas(r intner, n int) []rings.Meta {
+	metas := make([]rings.Meta, n)
+	for i := range metas {
+		metas[i] = genMeta(r)
+	}
+	return metas
+}
