@@ -180,9 +180,23 @@ func (e *Engine) publish() {
 	if e.layPtr.Load() != l {
 		e.layPtr.Store(l)
 	}
+	publishSamples(e.cur)
+	publishSamples(e.old)
 	p.seq.Store(s + 2)
 	e.dirty = false
 	e.pubAt = c.received
+}
+
+// publishSamples stores pl's sampler counts for Engine.Samples. I/O loop
+// only (or a plan nothing runs).
+func publishSamples(pl *plan) {
+	if pl == nil {
+		return
+	}
+	for k := range pl.samples {
+		storeIfChanged(&pl.samplePub[k].candidates, pl.samples[k].candidate)
+		storeIfChanged(&pl.samplePub[k].written, pl.samples[k].written)
+	}
 }
 
 func (e *Engine) initPublished() {

@@ -61,10 +61,17 @@
 // name: the counter layout only grows. Stage counters carry on where the
 // new pipeline has a stage of the same name and kind (edge counters only
 // where its edges lead to the same stages); SwapResult lists the stages
-// reset, added and removed. Runners publish their counters as
-// single-writer atomics (Runner.LiveStats) after every partial batch and
-// at least every 1024 packets, so Engine.Stages reads them without a lock
-// while the engine runs.
+// reset, added and removed. Stage-specific counters (a filter's rule
+// hits, a count stage's keys, a rewrite's exceptions) and sampler counts
+// carry on where the stage is also configured the same
+// (Graph.StageConfig); SwapResult.CountersReset lists the kept stages
+// whose configuration changed. Runners publish their counters as
+// single-writer atomics (Runner.LiveStats, Runner.LiveCounters) after
+// every partial batch and at least every 1024 packets, and the I/O loop
+// its sampler counts with its verdict counters, so Engine.Stages,
+// Engine.StageCounters and Engine.Samples read them without a lock while
+// the engine runs: each counter is exact as of its writer's last publish
+// and never goes down; two counters are not one snapshot.
 //
 // # Frame ownership and lifetimes
 //

@@ -121,6 +121,12 @@ type Outputs struct {
 	// are accounted from the start (Swap refuses a Completer it was not
 	// given here).
 	Spare []Port
+	// Tap, when set, is set on the plan's runners before the plan is
+	// published, so that a capture goes on across a swap without a batch
+	// missed (pipelines.Tap.Follow makes it); it must be a tap on
+	// the graph swapped to. The old plan's runners keep their tap until
+	// they retire.
+	Tap *pipelines.Tap
 }
 
 // Engine runs one compiled pipeline at a time over one input port: an I/O
@@ -434,6 +440,7 @@ func (e *Engine) adopt(p *plan) {
 // counters into the totals.
 func (e *Engine) retire() {
 	if e.old != nil {
+		publishSamples(e.old) // its final counts, before the fold reads them
 		e.old.retired.Store(true)
 		e.old = nil
 	}

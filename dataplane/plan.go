@@ -33,6 +33,9 @@ type plan struct {
 	outComp []int  // graph port index -> Engine.comps index, -1: borrows
 	txList  [][]rings.Desc
 	samples []sampler
+	// samplePub is samples' counts as published by the I/O loop
+	// (publishSamples), for Engine.Samples on other goroutines.
+	samplePub []samplePub
 	// portIdx and reasonIdx map the graph's port and reason numbers
 	// (Meta.Target) to counter indices in lay.
 	portIdx   []int
@@ -52,6 +55,9 @@ type plan struct {
 	activeAt atomic.Int64
 	retired  atomic.Bool
 }
+
+// samplePub is one sampler's published counts: single-writer atomics.
+type samplePub struct{ candidates, written atomic.Uint64 }
 
 // pool is one executor generation and, for the engine's own CPU pool, the
 // stamps its workers read.
@@ -206,6 +212,7 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 		}
 		p.samples = append(p.samples, sampler{info: s, every: s.Mode == "every", sink: sink, list: make([]rings.Desc, 0, p.batch)})
 	}
+	p.samplePub = make([]samplePub, len(p.samples))
 	if lay == nil {
 		reasons := append(g.Reasons(), engineReasonNames[:]...)
 		lay = newLayout(g.Ports(), reasons, len(g.Reasons()))
@@ -219,8 +226,15 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	for _, r := range g.Reasons() {
 		p.reasonIdx = append(p.reasonIdx, slices.Index(lay.reasons, r))
 	}
+	if outs.Tap != nil && outs.Tap.Graph() != g {
+		return nil, fmt.Errorf("the tap was made for pipeline %q, not %q", outs.Tap.Graph().Name(), g.Name())
+	}
 	for range max(p.workers, 1) {
-		p.runners = append(p.runners, g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing}))
+		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing})
+		if outs.Tap != nil {
+			r.SetTap(outs.Tap) // before the plan is published: no batch without it
+		}
+		p.runners = append(p.runners, r)
 	}
 	return p, nil
 }

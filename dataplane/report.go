@@ -120,15 +120,7 @@ func (e *Engine) Report() Report {
 
 	stats := e.finalStages(p)
 	info := p.graph.Stages()
-	counters := map[string][]pipelines.Counter{}
-	for _, run := range p.runners {
-		for _, sc := range run.Counters(nil) {
-			counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
-		}
-	}
-	for _, list := range counters {
-		sortCounters(list)
-	}
+	counters, samples := e.finalCounters(p)
 	for _, s := range stats {
 		r.Stages = append(r.Stages, StageReport{
 			Name: s.Name, Kind: s.Kind, Calls: s.Calls, Packets: s.Packets, Bytes: s.Bytes,
@@ -144,9 +136,7 @@ func (e *Engine) Report() Report {
 	if !e.opts.Timing {
 		r.Timing.StageNs = nil
 	}
-	for _, s := range p.samples {
-		r.Samples = append(r.Samples, SampleCount{Stage: s.info.Stage, File: s.info.File, Candidates: s.candidate, Written: s.written})
-	}
+	r.Samples = samples
 	r.Timing.Workers = p.workers
 	r.Timing.BatchSize = p.batch
 	r.Timing.Batches = c.batches

@@ -30,11 +30,19 @@ type control struct {
 	// carried are the stage counters of retired plans that the latest
 	// plan kept (same stage name and kind), by stage name.
 	carried map[string]pipelines.NodeStats
+	// carriedCounters are the stage-specific counters (Reporter) and
+	// carriedSamples the sampler counts of retired plans, for the stages
+	// the latest plan has with the same name, kind and configuration
+	// (Graph.StageConfig: a changed rule list renumbers rule[i]).
+	carriedCounters map[string][]pipelines.Counter
+	carriedSamples  map[string]SampleCount
 }
 
 func (c *control) init(e *Engine, p *plan, pl *pool) {
 	c.gen, c.latest, c.pool, c.batch = 1, p, pl, p.batch
 	c.carried = map[string]pipelines.NodeStats{}
+	c.carriedCounters = map[string][]pipelines.Counter{}
+	c.carriedSamples = map[string]SampleCount{}
 }
 
 func (c *control) start() error {
@@ -54,7 +62,9 @@ func (c *control) stop(e *Engine) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running, c.stopped = false, true
+	publishSamples(e.cur)
 	if e.old != nil {
+		publishSamples(e.old)
 		e.old.retired.Store(true)
 		e.old = nil
 	}
@@ -87,6 +97,10 @@ type SwapResult struct {
 	Reset   []string `json:"reset"`
 	Added   []string `json:"added"`
 	Removed []string `json:"removed"`
+	// CountersReset are the kept stages whose stage-specific counters
+	// (a filter's rule hits, a count's keys, a sampler's counts) start
+	// from zero because the stage is configured differently.
+	CountersReset []string `json:"counters_reset,omitempty"`
 
 	plan *plan
 }
@@ -126,6 +140,7 @@ func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (
 	if err := e.resolveOutputs(p, false); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrSwap, err)
 	}
+
 	if e.needsPool(p, c.pool, c.batch) {
 		pl, err := e.newPool(p)
 		if err != nil {
@@ -139,6 +154,11 @@ func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (
 	p.gen = c.gen
 	res.Generation, res.Pipeline, res.plan = p.gen, g.Name(), p
 	res.Kept, res.Reset, res.Added, res.Removed = compareStages(old.graph, g)
+	for _, name := range res.Kept {
+		if !sameConfig(old.graph, g, name) {
+			res.CountersReset = append(res.CountersReset, name)
+		}
+	}
 	c.prev, c.latest = old, p
 	if !c.started {
 		e.adoptBeforeRun(p)
@@ -221,7 +241,167 @@ func (e *Engine) foldLocked() {
 		}
 		next[s.Name] = s
 	}
-	c.carried, c.prev = next, nil
+	// Stage-specific counters and sampler counts: exact (the runners are
+	// quiescent), kept where the stage is configured the same.
+	counters := map[string][]pipelines.Counter{}
+	for _, r := range prev.runners {
+		for _, sc := range r.Counters(nil) {
+			if sameStage(prev.graph, c.latest.graph, sc.Stage) {
+				counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
+			}
+		}
+	}
+	for name, list := range c.carriedCounters {
+		if sameStage(prev.graph, c.latest.graph, name) {
+			for _, k := range list {
+				counters[name] = mergeCounter(counters[name], k)
+			}
+		}
+	}
+	samples := map[string]SampleCount{}
+	for _, sc := range planSamples(prev) {
+		if sameStage(prev.graph, c.latest.graph, sc.Stage) {
+			samples[sc.Stage] = addSample(samples[sc.Stage], sc)
+		}
+	}
+	for name, sc := range c.carriedSamples {
+		if sameStage(prev.graph, c.latest.graph, name) {
+			samples[name] = addSample(samples[name], sc)
+		}
+	}
+	c.carried, c.carriedCounters, c.carriedSamples, c.prev = next, counters, samples, nil
+}
+
+// carriedApplyLocked reports whether the carried stage-specific counters
+// of stage name count for graph g: they were kept for the plan before
+// the latest until its grace period ends (the fold), for the latest
+// after. c.mu is held.
+func (e *Engine) carriedApplyLocked(g *pipelines.Graph, name string) bool {
+	c := &e.ctl
+	base := c.latest.graph
+	if c.prev != nil {
+		base = c.prev.graph
+	}
+	return sameStage(base, g, name)
+}
+
+// sameConfig reports whether stage name is configured the same in a and
+// b (Graph.StageConfig).
+func sameConfig(a, b *pipelines.Graph, name string) bool {
+	return a.StageConfig(name) == b.StageConfig(name)
+}
+
+// sameStage reports whether b has stage name with a's kind and
+// configuration: its stage-specific counters then mean the same.
+func sameStage(a, b *pipelines.Graph, name string) bool {
+	ai, bi := a.Stages(), b.Stages()
+	i, j := stageIndex(ai, name), stageIndex(bi, name)
+	return i >= 0 && j >= 0 && ai[i].Kind == bi[j].Kind && sameConfig(a, b, name)
+}
+
+// planSamples is p's sampler counts as published.
+func planSamples(p *plan) []SampleCount {
+	out := make([]SampleCount, 0, len(p.samples))
+	for k := range p.samples {
+		in := p.samples[k].info
+		out = append(out, SampleCount{Stage: in.Stage, File: in.File,
+			Candidates: p.samplePub[k].candidates.Load(), Written: p.samplePub[k].written.Load()})
+	}
+	return out
+}
+
+func addSample(a, b SampleCount) SampleCount {
+	if a.Stage == "" {
+		a.Stage, a.File = b.Stage, b.File
+	}
+	a.Candidates += b.Candidates
+	a.Written += b.Written
+	return a
+}
+
+// StageCounters returns the stage-specific counters (a filter's per-rule
+// hits, a count stage's keys, a rewrite's exceptions), summed over the
+// workers, by stage in the newest graph's stage order, each stage's in
+// Report's order: those carried from retired plans plus the live ones
+// of the plans running now. Live ones are read without a lock on the
+// data path (pipelines.LiveReporter): each counter is exact as of its
+// worker's last publish and never goes down, but they are not one
+// snapshot across counters. Control plane only: it allocates.
+func (e *Engine) StageCounters() map[string][]pipelines.Counter {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.foldLocked()
+	if c.stopped {
+		counters, _ := e.finalCountersLocked(e.cur) // quiescent: exact
+		return counters
+	}
+	latest := c.latest
+	out := map[string][]pipelines.Counter{}
+	for name, list := range c.carriedCounters {
+		if e.carriedApplyLocked(latest.graph, name) {
+			out[name] = append([]pipelines.Counter(nil), list...)
+		}
+	}
+	for _, r := range latest.runners {
+		for _, sc := range r.LiveCounters(nil) {
+			out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
+		}
+	}
+	if prev := c.prev; prev != nil {
+		for _, r := range prev.runners {
+			for _, sc := range r.LiveCounters(nil) {
+				if sameStage(prev.graph, latest.graph, sc.Stage) {
+					out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
+				}
+			}
+		}
+	}
+	for _, list := range out {
+		sortCounters(list)
+	}
+	return out
+}
+
+// SortCounters puts one stage's counters in Report's order, whatever
+// order they were merged in: "total" first, "default" last, the rest in
+// natural order (rule[2] before rule[10]).
+func SortCounters(list []pipelines.Counter) { sortCounters(list) }
+
+// Samples returns the sample stages' counts (candidates that reached the
+// stage, packets it kept), carried across swaps like StageCounters, read
+// without a lock while the engine runs (as of the I/O loop's last
+// publish). Control plane only: it allocates.
+func (e *Engine) Samples() []SampleCount {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.foldLocked()
+	if c.stopped {
+		_, samples := e.finalCountersLocked(e.cur)
+		return samples
+	}
+	return e.samplesLocked(c.latest, true)
+}
+
+// samplesLocked is latest's sampler counts with the carried ones (and,
+// with grace, a plan in its grace period's). c.mu is held.
+func (e *Engine) samplesLocked(latest *plan, grace bool) []SampleCount {
+	c := &e.ctl
+	out := planSamples(latest)
+	for i := range out {
+		if sc, ok := c.carriedSamples[out[i].Stage]; ok && e.carriedApplyLocked(latest.graph, out[i].Stage) {
+			out[i] = addSample(out[i], sc)
+		}
+		if prev := c.prev; grace && prev != nil && sameStage(prev.graph, latest.graph, out[i].Stage) {
+			for _, sc := range planSamples(prev) {
+				if sc.Stage == out[i].Stage {
+					out[i] = addSample(out[i], sc)
+				}
+			}
+		}
+	}
+	return out
 }
 
 func addNode(a, b pipelines.NodeStats) pipelines.NodeStats {
@@ -367,6 +547,44 @@ func (e *Engine) finalStages(p *plan) []pipelines.NodeStats {
 		}
 	}
 	return stats
+}
+
+// finalCounters is StageCounters and Samples for Report, after the run:
+// the runners' and samplers' plain counts, exact, with the carried ones.
+func (e *Engine) finalCounters(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.foldLocked()
+	return e.finalCountersLocked(p)
+}
+
+func (e *Engine) finalCountersLocked(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
+	c := &e.ctl
+	counters := map[string][]pipelines.Counter{}
+	for name, list := range c.carriedCounters {
+		if e.carriedApplyLocked(p.graph, name) {
+			counters[name] = append([]pipelines.Counter(nil), list...)
+		}
+	}
+	for _, run := range p.runners {
+		for _, sc := range run.Counters(nil) {
+			counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
+		}
+	}
+	for _, list := range counters {
+		sortCounters(list)
+	}
+	var samples []SampleCount
+	for k := range p.samples {
+		s := &p.samples[k]
+		sc := SampleCount{Stage: s.info.Stage, File: s.info.File, Candidates: s.candidate, Written: s.written}
+		if carried, ok := c.carriedSamples[sc.Stage]; ok && e.carriedApplyLocked(p.graph, sc.Stage) {
+			sc = addSample(sc, carried)
+		}
+		samples = append(samples, sc)
+	}
+	return counters, samples
 }
 
 // WorkerStats returns the running CPU pool's per-worker counters, or nil

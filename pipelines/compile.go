@@ -88,6 +88,8 @@ type cstage struct {
 	// marks is true when its Build registered a sampler: its instances may
 	// set Meta.SampleMask.
 	marks bool
+	// config is configPrint of the stage's node.
+	config string
 	// badNext is the default next edge when the following stage's name is
 	// unusable (empty, invalid, reserved or a duplicate): not reported again.
 	badNext Target
@@ -128,6 +130,7 @@ func (c *compiler) buildStages() {
 			common: []string{"name", "type", "next"},
 		}
 		ctx.next, ctx.hasNxt = c.nextTarget(i, cs, ctx)
+		cs.config = configPrint(node)
 		if !cs.known || st.noBuild {
 			continue
 		}

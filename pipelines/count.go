@@ -78,17 +78,35 @@ type countTemplate struct {
 
 func (t *countTemplate) Edges() []Target { return t.edges }
 
-// NewInstance allocates only the arrays of the keys counted by.
+// NewInstance allocates only the arrays of the keys counted by, as
+// windows of one table (total first) that the live side publishes.
 func (t *countTemplate) NewInstance() Stage {
-	s := &countStage{}
+	n := 1
 	if t.keys.proto {
-		s.proto = make([]rwCounter, countProtoNone+1)
+		n += countProtoNone + 1
 	}
 	if t.keys.vlan {
-		s.vlan = make([]rwCounter, countVLANNone+1)
+		n += countVLANNone + 1
 	}
 	if t.keys.class {
-		s.class = make([]rwCounter, rings.NumClasses)
+		n += rings.NumClasses
+	}
+	s := &countStage{all: make([]rwCounter, n), live: newLiveTable(n)}
+	s.total = &s.all[0]
+	off := 1
+	window := func(w int) ([]rwCounter, int) {
+		at := off
+		off += w
+		return s.all[at:off:off], at
+	}
+	if t.keys.proto {
+		s.proto, s.protoAt = window(countProtoNone + 1)
+	}
+	if t.keys.vlan {
+		s.vlan, s.vlanAt = window(countVLANNone + 1)
+	}
+	if t.keys.class {
+		s.class, s.classAt = window(rings.NumClasses)
 	}
 	return s
 }
@@ -102,10 +120,14 @@ const (
 // countStage is one worker's count instance. A nil array means the key is
 // not counted.
 type countStage struct {
-	total rwCounter
+	all   []rwCounter // total, then the windows below
+	total *rwCounter  // &all[0]
 	proto []rwCounter // 256 protocols + none
 	vlan  []rwCounter // 4096 IDs + none
 	class []rwCounter // rings.NumClasses
+	// protoAt, vlanAt and classAt are the windows' offsets in all.
+	protoAt, vlanAt, classAt int
+	live                     liveTable // all, published (PublishCounters)
 }
 
 // Process implements Stage.
@@ -126,6 +148,7 @@ func (s *countStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 				p = int(m.IPProto)
 			}
 			s.proto[p].add(n)
+			s.live.mark(s.protoAt + p)
 		}
 		if s.vlan != nil {
 			v := countVLANNone
@@ -133,10 +156,15 @@ func (s *countStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 				v = int(m.VLANs[0] & 0xfff)
 			}
 			s.vlan[v].add(n)
+			s.live.mark(s.vlanAt + v)
 		}
 		if s.class != nil && int(m.Class) < len(s.class) {
 			s.class[m.Class].add(n)
+			s.live.mark(s.classAt + int(m.Class))
 		}
+	}
+	if len(idx) > 0 {
+		s.live.mark(0)
 	}
 }
 
@@ -159,6 +187,7 @@ func (s *countStage) processProto(b *rings.Batch, idx []uint16) {
 			if cur >= 0 {
 				s.proto[cur].packets += pkts
 				s.proto[cur].bytes += bytes
+				s.live.mark(s.protoAt + cur)
 			}
 			cur, pkts, bytes = p, 0, 0
 		}
@@ -168,6 +197,8 @@ func (s *countStage) processProto(b *rings.Batch, idx []uint16) {
 	if cur >= 0 {
 		s.proto[cur].packets += pkts
 		s.proto[cur].bytes += bytes
+		s.live.mark(s.protoAt + cur)
+		s.live.mark(0)
 	}
 	s.total.packets += uint64(len(idx))
 	s.total.bytes += total
@@ -176,32 +207,44 @@ func (s *countStage) processProto(b *rings.Batch, idx []uint16) {
 // Report implements Reporter. It allocates key strings: it runs on the
 // control path, not per packet.
 func (s *countStage) Report(dst []Counter) []Counter {
-	if s.total.packets != 0 {
-		dst = append(dst, Counter{Key: "total", Packets: s.total.packets, Bytes: s.total.bytes})
+	return s.report(dst, func(i int) (uint64, uint64) { return s.all[i].packets, s.all[i].bytes })
+}
+
+// PublishCounters implements LiveReporter: the keys counted since the
+// last publish (at most a batch's worth).
+func (s *countStage) PublishCounters() { s.live.publishCounters(s.all) }
+
+// LiveReport implements LiveReporter: Report's counters as published.
+func (s *countStage) LiveReport(dst []Counter) []Counter { return s.report(dst, s.live.load) }
+
+// report lists the non-zero counters of all, read through get.
+func (s *countStage) report(dst []Counter, get func(i int) (uint64, uint64)) []Counter {
+	if p, b := get(0); p != 0 {
+		dst = append(dst, Counter{Key: "total", Packets: p, Bytes: b})
 	}
-	for i, c := range s.proto {
-		if c.packets != 0 {
-			dst = append(dst, Counter{Key: "proto=" + countProtoName(i), Packets: c.packets, Bytes: c.bytes})
+	for i := range s.proto {
+		if p, b := get(s.protoAt + i); p != 0 {
+			dst = append(dst, Counter{Key: "proto=" + countProtoName(i), Packets: p, Bytes: b})
 		}
 	}
-	for i, c := range s.vlan {
-		if c.packets != 0 {
+	for i := range s.vlan {
+		if p, b := get(s.vlanAt + i); p != 0 {
 			name := "none"
 			if i != countVLANNone {
 				name = strconv.Itoa(i)
 			}
-			dst = append(dst, Counter{Key: "vlan=" + name, Packets: c.packets, Bytes: c.bytes})
+			dst = append(dst, Counter{Key: "vlan=" + name, Packets: p, Bytes: b})
 		}
 	}
-	for i, c := range s.class {
-		if c.packets != 0 {
-			dst = append(dst, Counter{Key: "class=" + rings.Class(i).String(), Packets: c.packets, Bytes: c.bytes})
+	for i := range s.class {
+		if p, b := get(s.classAt + i); p != 0 {
+			dst = append(dst, Counter{Key: "class=" + rings.Class(i).String(), Packets: p, Bytes: b})
 		}
 	}
 	return dst
 }
 
-var _ Reporter = (*countStage)(nil)
+var _ LiveReporter = (*countStage)(nil)
 
 // countProtoName names IP protocol p in counter keys: the name filter rules
 // use for it (protoNames), else the number.

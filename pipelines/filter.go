@@ -172,7 +172,7 @@ func (t *filterTemplate) Edges() []Target { return t.edges }
 
 func (t *filterTemplate) NewInstance() Stage {
 	n := len(t.ruleEdge)
-	return &filterStage{t: t, pkts: make([]uint64, n), bytes: make([]uint64, n)}
+	return &filterStage{t: t, pkts: make([]uint64, n), bytes: make([]uint64, n), live: newLiveTable(n)}
 }
 
 // filterStage is one worker's filter: the shared classifier plus that
@@ -181,6 +181,7 @@ type filterStage struct {
 	t     *filterTemplate
 	pkts  []uint64 // per rule, then default
 	bytes []uint64
+	live  liveTable              // the published hits (PublishCounters)
 	hits  [rings.MaxBatch]uint64 // preHits scratch
 	// hints, when set (SetFilterHints), holds each batch packet's rule as
 	// another processor found it; Process then skips its own lookup.
@@ -217,9 +218,13 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		next[k] = t.ruleEdge[r]
 		s.pkts[r]++
 		s.bytes[r] += n
+		s.live.mark(int(r))
 	}
-	s.pkts[c.n] += defPkts
-	s.bytes[c.n] += defBytes
+	if defPkts != 0 {
+		s.pkts[c.n] += defPkts
+		s.bytes[c.n] += defBytes
+		s.live.mark(int(c.n))
+	}
 }
 
 // Report implements Reporter: "rule[i]" and "default" hit counters, those
@@ -233,7 +238,21 @@ func (s *filterStage) Report(dst []Counter) []Counter {
 	return dst
 }
 
-var _ Reporter = (*filterStage)(nil)
+// PublishCounters implements LiveReporter: the rules hit since the last
+// publish (at most the rules there are, usually a handful).
+func (s *filterStage) PublishCounters() { s.live.publishPairs(s.pkts, s.bytes) }
+
+// LiveReport implements LiveReporter: Report's counters as published.
+func (s *filterStage) LiveReport(dst []Counter) []Counter {
+	for i := range s.pkts {
+		if p, b := s.live.load(i); p != 0 {
+			dst = append(dst, Counter{Key: s.t.keys[i], Packets: p, Bytes: b})
+		}
+	}
+	return dst
+}
+
+var _ LiveReporter = (*filterStage)(nil)
 
 // KeepsLength implements LengthKeeper: the filter only reads metadata.
 func (s *filterStage) KeepsLength() bool { return true }

@@ -415,5 +415,6 @@ func (s *filterStage) processHinted(b *rings.Batch, idx []uint16, next []Edge) {
 		next[k] = t.ruleEdge[r]
 		s.pkts[r]++
 		s.bytes[r] += uint64(b.Descs[i].Len)
+		s.live.mark(int(r))
 	}
 }

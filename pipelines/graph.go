@@ -36,6 +36,7 @@ type gnode struct {
 	tmpl       Template
 	edges      []int32 // edge number -> node
 	marks      bool    // a sampler: it may set Meta.SampleMask
+	config     string  // configPrint of the stage's spec
 }
 
 // StageInfo describes one node of a compiled graph.
@@ -45,6 +46,19 @@ type StageInfo struct {
 	Terminal bool     // tx, drop or pass
 	Edges    []string // target node names, by edge number
 	Target   string   // tx: port name; drop: reason; else empty
+}
+
+// StageConfig returns stage name's configuration as written, without
+// positions or comments ("" for no such stage and for implicit drops):
+// equally configured stages print the same, and their stage-specific
+// counters (Counter keys) mean the same, which a swap uses to carry them.
+func (g *Graph) StageConfig(name string) string {
+	for i := range g.nodes {
+		if g.nodes[i].name == name {
+			return g.nodes[i].config
+		}
+	}
+	return ""
 }
 
 // Name returns the pipeline's name.
@@ -152,7 +166,7 @@ func (c *compiler) link() (*Graph, error) {
 		cs := &c.stages[i]
 		st := &s.Stages[i]
 		n := &g.nodes[i]
-		n.name, n.kind, n.tmpl, n.marks = st.Name, st.Type, cs.tmpl, cs.marks
+		n.name, n.kind, n.tmpl, n.marks, n.config = st.Name, st.Type, cs.tmpl, cs.marks, cs.config
 		if cs.kind.Terminal {
 			n.terminal, n.verdict, n.label = true, cs.term.verdict, cs.term.label
 			switch n.verdict {

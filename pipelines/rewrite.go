@@ -3,6 +3,7 @@ package pipelines
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -228,23 +229,44 @@ type rewriteStage struct {
 	skipped   rwCounter // NAT configured, packet not IPv4
 	truncated rwCounter // NAT on a packet whose IPv4 or L4 header is cut
 	runt      rwCounter // frame shorter than an Ethernet header
+	// pub is the three counters as published (PublishCounters).
+	pub [3]struct{ packets, bytes atomic.Uint64 }
 }
+
+// rewriteKeys are the rewrite stage's counter keys, in Report order.
+var rewriteKeys = [3]string{"skipped", "truncated", "runt"}
 
 // Report implements Reporter: the skipped, truncated and runt counters, when
 // non-zero, in that order.
 func (s *rewriteStage) Report(dst []Counter) []Counter {
-	for _, c := range [...]struct {
-		key string
-		p   rwCounter
-	}{{"skipped", s.skipped}, {"truncated", s.truncated}, {"runt", s.runt}} {
-		if c.p.packets != 0 {
-			dst = append(dst, Counter{Key: c.key, Packets: c.p.packets, Bytes: c.p.bytes})
+	for i, c := range [...]rwCounter{s.skipped, s.truncated, s.runt} {
+		if c.packets != 0 {
+			dst = append(dst, Counter{Key: rewriteKeys[i], Packets: c.packets, Bytes: c.bytes})
 		}
 	}
 	return dst
 }
 
-var _ Reporter = (*rewriteStage)(nil)
+// PublishCounters implements LiveReporter: three counters, stored when
+// they moved.
+func (s *rewriteStage) PublishCounters() {
+	for i, c := range [...]rwCounter{s.skipped, s.truncated, s.runt} {
+		storeIfChanged(&s.pub[i].packets, c.packets)
+		storeIfChanged(&s.pub[i].bytes, c.bytes)
+	}
+}
+
+// LiveReport implements LiveReporter: Report's counters as published.
+func (s *rewriteStage) LiveReport(dst []Counter) []Counter {
+	for i := range s.pub {
+		if p := s.pub[i].packets.Load(); p != 0 {
+			dst = append(dst, Counter{Key: rewriteKeys[i], Packets: p, Bytes: s.pub[i].bytes.Load()})
+		}
+	}
+	return dst
+}
+
+var _ LiveReporter = (*rewriteStage)(nil)
 
 // Process implements Stage. A stage that only sets or swaps MAC addresses
 // (the packet never moves, no L3 work, no drop edge) runs a loop of its own;

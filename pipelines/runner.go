@@ -49,6 +49,9 @@ type Runner struct {
 	// badSeen is the bad-edge terminal's packet count at the last
 	// Publish: bad edges are summed only when it moved.
 	badSeen uint64
+	// lives are the nodes whose stage is a LiveReporter, published with
+	// the node counters.
+	lives []int32
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -118,6 +121,9 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		if lk, ok := rn.stage.(LengthKeeper); ok {
 			rn.keepsLen = lk.KeepsLength()
 		}
+		if _, ok := rn.stage.(LiveReporter); ok {
+			r.lives = append(r.lives, int32(i))
+		}
 		rn.table = new([256]int32)
 		rn.edgePackets = new([256]uint64)
 		rn.edgeBytes = new([256]uint64)
@@ -145,7 +151,8 @@ func storeIfChanged(c *atomic.Uint64, v uint64) {
 	}
 }
 
-// Publish stores the node counters for LiveStats. Process calls it after a
+// Publish stores the node counters for LiveStats and the stages' own
+// counters for LiveCounters. Process calls it after a
 // partial batch and at least every publishEvery packets; the runner's owner
 // calls it when it rests (an idle I/O loop). Only the runner's goroutine
 // may call it.
@@ -183,6 +190,7 @@ func (r *Runner) Publish() {
 		storeIfChanged(&p.edges[ne], bad)
 		storeIfChanged(&p.edgeBytes[ne], badBytes)
 	}
+	r.publishLive()
 }
 
 // LiveStats appends the runner's published per-node counts to dst, in

@@ -20,8 +20,18 @@ import (
 // buffer is full the packets are counted as missed, never waited for.
 // Count bounds the packets taken; after that the tap takes nothing.
 type Tap struct {
-	node    int32
-	edge    int // -1: packets arriving at the node
+	g    *Graph
+	node int32
+	edge int // -1: packets arriving at the node
+	// stage and target name the tap point by name (target: the stage the
+	// tapped edge leads to, "" for arrivals), for Follow.
+	stage, target string
+	*tapState
+}
+
+// tapState is what the taps of one capture share across graphs (Follow):
+// the count left, the counters and the buffers.
+type tapState struct {
 	snaplen int
 	left    atomic.Int64
 	taken   atomic.Uint64
@@ -39,6 +49,40 @@ const tapHeader = 16
 // taking at most count packets of at most snaplen bytes each into a buffer
 // of bufBytes (two such buffers are used in turn).
 func (g *Graph) NewTap(stage, edge string, count, snaplen, bufBytes int) (*Tap, error) {
+	t, err := g.tapPoint(stage, edge)
+	if err != nil {
+		return nil, err
+	}
+	if count <= 0 || snaplen <= 0 || bufBytes < snaplen+tapHeader {
+		return nil, fmt.Errorf("tap: count %d, snaplen %d, buffer %d: want positive values and a buffer that holds one packet", count, snaplen, bufBytes)
+	}
+	t.tapState = &tapState{snaplen: snaplen}
+	t.left.Store(int64(count))
+	t.buf = make([]byte, 0, bufBytes)
+	t.spare = make([]byte, 0, bufBytes)
+	return t, nil
+}
+
+// Follow returns a tap on g at t's point, found by name: the stage of the
+// same name and, for an edge tap, its edge to the stage of the same name.
+// The two share the count, the counters and the buffers, so a capture
+// goes on across a swap to g as one capture (the old plan's runners keep
+// t until they retire, the new plan's take the new one). It fails, naming
+// what is missing, when g has no such stage or edge.
+func (t *Tap) Follow(g *Graph) (*Tap, error) {
+	nt, err := g.tapPoint(t.stage, t.target)
+	if err != nil {
+		return nil, err
+	}
+	nt.tapState = t.tapState
+	return nt, nil
+}
+
+// Graph is the graph the tap was made for.
+func (t *Tap) Graph() *Graph { return t.g }
+
+// tapPoint resolves a tap point of g (no state yet).
+func (g *Graph) tapPoint(stage, edge string) (*Tap, error) {
 	ni := -1
 	for i := range g.nodes {
 		if g.nodes[i].name == stage {
@@ -48,37 +92,33 @@ func (g *Graph) NewTap(stage, edge string, count, snaplen, bufBytes int) (*Tap, 
 	if ni < 0 {
 		return nil, fmt.Errorf("tap: pipeline %q has no stage %q", g.name, stage)
 	}
-	t := &Tap{node: int32(ni), edge: -1, snaplen: snaplen}
-	if edge != "" {
-		n := &g.nodes[ni]
-		if n.terminal {
-			return nil, fmt.Errorf("tap: stage %q is a terminal: it has no edges", stage)
-		}
-		for e, target := range n.edges {
-			if g.nodes[target].name == edge {
-				t.edge = e
-				break
-			}
-		}
-		if t.edge < 0 {
-			if k, err := strconv.Atoi(edge); err == nil && k >= 0 && k < len(n.edges) {
-				t.edge = k
-			}
-		}
-		if t.edge < 0 {
-			var names []string
-			for _, target := range n.edges {
-				names = append(names, g.nodes[target].name)
-			}
-			return nil, fmt.Errorf("tap: stage %q has no edge %q (its edges lead to %v)", stage, edge, names)
+	t := &Tap{g: g, node: int32(ni), edge: -1, stage: stage}
+	if edge == "" {
+		return t, nil
+	}
+	n := &g.nodes[ni]
+	if n.terminal {
+		return nil, fmt.Errorf("tap: stage %q is a terminal: it has no edges", stage)
+	}
+	for e, target := range n.edges {
+		if g.nodes[target].name == edge {
+			t.edge = e
+			break
 		}
 	}
-	if count <= 0 || snaplen <= 0 || bufBytes < snaplen+tapHeader {
-		return nil, fmt.Errorf("tap: count %d, snaplen %d, buffer %d: want positive values and a buffer that holds one packet", count, snaplen, bufBytes)
+	if t.edge < 0 {
+		if k, err := strconv.Atoi(edge); err == nil && k >= 0 && k < len(n.edges) {
+			t.edge = k
+		}
 	}
-	t.left.Store(int64(count))
-	t.buf = make([]byte, 0, bufBytes)
-	t.spare = make([]byte, 0, bufBytes)
+	if t.edge < 0 {
+		var names []string
+		for _, target := range n.edges {
+			names = append(names, g.nodes[target].name)
+		}
+		return nil, fmt.Errorf("tap: stage %q of pipeline %q has no edge %q (its edges lead to %v)", stage, g.name, edge, names)
+	}
+	t.target = g.nodes[n.edges[t.edge]].name
 	return t, nil
 }
 

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,66 @@ func TestLiveStats(t *testing.T) {
 	}
 	if rest[0].Packets != 2000*32 {
 		t.Fatalf("parse saw %d", rest[0].Packets)
+	}
+}
+
+// TestTapFollow: a tap followed onto another graph (the tapped stage and
+// edge at other node and edge numbers there) takes the same point's
+// packets into the same buffers and count; a graph without the point is
+// refused, naming what it lacks.
+func TestTapFollow(t *testing.T) {
+	g, err := Load("t.yaml", []byte(tapPipeline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acl is node 2 here (1 in t), and the rules send to out.
+	g2, err := Load("t2.yaml", []byte("name: t2\nstages:\n  - {name: parse, type: parse}\n  - {name: count, type: count}\n"+
+		"  - {name: acl, type: filter, default: \"drop:other\", rules: [{proto: udp, dst_port: 53, action: out}]}\n  - {name: out, type: tx, port: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 256})
+	b := tapBatch(t, a, 32)
+	tap, err := g.NewTap("acl", "out", 24, 64, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt, err := tap.Follow(g2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nt.Graph() != g2 || nt.node == tap.node {
+		t.Fatalf("follow: node %d edge %d on %v (was %d, %d): the test graphs no longer differ", nt.node, nt.edge, nt.Graph().Name(), tap.node, tap.edge)
+	}
+	r, r2 := g.NewRunner(RunnerOptions{}), g2.NewRunner(RunnerOptions{})
+	r.SetTap(tap)
+	r2.SetTap(nt)
+	r.Process(b) // 16 leave acl for out
+	b2 := tapBatch(t, a, 32)
+	r2.Process(b2) // 16 more, of which 8 fit the count
+	var got []uint32
+	tap.Drain(func(_ time.Time, data []byte, _ int) { got = append(got, binary.BigEndian.Uint32(data[42:])) })
+	want := append(seq(0, 32, 2), seq(0, 16, 2)...)
+	if len(got) != len(want) || !tap.Done() || nt.Taken() != 24 {
+		t.Fatalf("followed tap took %v (taken %d, done %v), want %v", got, nt.Taken(), tap.Done(), want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("followed tap took %v, want %v", got, want)
+		}
+	}
+	g3, err := Load("t3.yaml", []byte("name: t3\nstages:\n  - {name: parse, type: parse}\n  - {name: acl, type: filter}\n  - {name: rw, type: rewrite, swap_macs: true}\n  - {name: out, type: tx, port: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tap.Follow(g3); err == nil || !strings.Contains(err.Error(), `stage "acl" of pipeline "t3" has no edge "out"`) {
+		t.Fatalf("follow onto a graph without the edge: %v", err)
+	}
+	g4, err := Load("t4.yaml", []byte("name: t4\nstages:\n  - {name: out, type: tx, port: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tap.Follow(g4); err == nil || !strings.Contains(err.Error(), `pipeline "t4" has no stage "acl"`) {
+		t.Fatalf("follow onto a graph without the stage: %v", err)
 	}
 }

@@ -17,8 +17,10 @@ leave it by that edge: the edge's target stage or its number) into a pcap
 file written by warpflowd, at most --count packets cut to --snaplen bytes.
 The copy happens on the data path only while the tap is on; the file is
 written by another goroutine. When the tap's buffer is full packets are
-counted as missed, never waited for. capture stop ends it early; a swap
-ends it too.
+counted as missed, never waited for. capture stop ends it early. A swap
+to a pipeline that has the same stage (and an edge to the same target
+stage) keeps the capture going, into the same file, with no batch missed;
+a swap to one that lacks it ends the capture, and capture status says why.
 
 ` + controlExitCodesHelp,
 	}

@@ -70,9 +70,12 @@ func newPipelineSwap() *cobra.Command {
 each batch is processed wholly by the old pipeline or wholly by the new
 one, nothing is lost or processed twice. Counters carry on where stage
 names and kinds match; the reply lists the stages that were reset. A
-pipeline with another worker count or batch size changes the worker pool
-cleanly (the old pool finishes what it holds first). A capture in progress
-is stopped.
+stage's own counters (rule hits, count keys, sample counts) carry on where
+its configuration is also unchanged; the reply lists the stages whose own
+counters restart. A pipeline with another worker count or batch size
+changes the worker pool cleanly (the old pool finishes what it holds
+first). A capture in progress follows the swap when the new pipeline has
+its stage (and edge); otherwise it ends, and the reply says why.
 
 ` + controlExitCodesHelp,
 		Args:              cobra.ExactArgs(1),
@@ -105,6 +108,12 @@ is stopped.
 			fmt.Fprintf(w, "  counters kept: %s\n", listOrNone(withoutImplicitDrops(rep.Kept)))
 			if len(rep.Reset) > 0 {
 				fmt.Fprintf(w, "  counters reset (same name, another kind): %s\n", strings.Join(rep.Reset, ", "))
+			}
+			if len(rep.CountersReset) > 0 {
+				fmt.Fprintf(w, "  own counters reset (configuration changed): %s\n", strings.Join(rep.CountersReset, ", "))
+			}
+			if rep.Capture != "" {
+				fmt.Fprintf(w, "  capture: %s\n", rep.Capture)
 			}
 			if len(rep.Added) > 0 {
 				fmt.Fprintf(w, "  new stages: %s\n", strings.Join(rep.Added, ", "))

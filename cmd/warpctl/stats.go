@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 func newStatsCommand() *cobra.Command {
@@ -21,7 +22,10 @@ func newStatsCommand() *cobra.Command {
 		Short: "Show warpflowd's counters: totals, per queue, per stage, per worker, frame accounting",
 		Long: `stats reads every counter without pausing the data path: packets and
 bytes received, transmitted per port, dropped by reason, passed; per stage
-packets, bytes, drops and ns/packet (with warpflowd --timing); per worker
+packets, bytes, drops and ns/packet (with warpflowd --timing); each
+stage's own counters, live (a filter's hits per rule, a count stage's keys,
+a rewrite's exceptions, a sample stage's kept and candidate packets; the
+busiest 10 per stage here, all of them with --json); per worker
 batches and packets; batch fill; the kernel's drops; the split pipeline's
 kernel rules (what the XDP program dropped or passed, in total, per queue
 and per rule: counted in received, dropped and passed too); and where
@@ -125,6 +129,7 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		}
 		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
 	}
+	printStageCounters(w, s, prev, dt)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tFILL\tBIND\tATTACH\t")
 	for _, q := range s.Queues {
@@ -166,6 +171,76 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 			fmt.Fprintf(w, "  worker %d: %d batches, %d packets, %d parks\n", i, wk.Batches, wk.Packets, wk.Parks)
 		}
 	}
+}
+
+// statsTopKeys is how many of a stage's own counters the human view
+// shows (the busiest); --json has them all.
+const statsTopKeys = 10
+
+// printStageCounters writes the stages' own counters summed over the
+// queues (a filter's rule hits, a count stage's keys, a rewrite's
+// exceptions; the busiest statsTopKeys of each) and the sample counts.
+func printStageCounters(w io.Writer, s control.Stats, prev *control.Stats, dt time.Duration) {
+	if len(s.StageCounters) == 0 && len(s.Samples) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STAGE\tKEY\tPACKETS\tBYTES\tRATE")
+	for _, set := range s.StageCounters {
+		list := topCounters(set.Counters, statsTopKeys)
+		for _, c := range list {
+			r := ""
+			if p, ok := prevCounter(prev, set.Stage, c.Key); ok {
+				r = rate(c.Packets, p, dt)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", set.Stage, c.Key, c.Packets, c.Bytes, r)
+		}
+		if more := len(set.Counters) - len(list); more > 0 {
+			fmt.Fprintf(tw, "%s\t(%d more: stats --json)\t\t\t\n", set.Stage, more)
+		}
+	}
+	for _, sc := range s.Samples {
+		fmt.Fprintf(tw, "%s\tsample %s\t%d kept of %d\t\t\n", sc.Stage, sc.File, sc.Written, sc.Candidates)
+	}
+	tw.Flush()
+}
+
+// topCounters returns the n busiest counters of list (by packets, then
+// in list order), in list order.
+func topCounters(list []pipelines.Counter, n int) []pipelines.Counter {
+	if len(list) <= n {
+		return list
+	}
+	idx := make([]int, len(list))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return list[idx[a]].Packets > list[idx[b]].Packets })
+	idx = idx[:n]
+	sort.Ints(idx)
+	out := make([]pipelines.Counter, 0, n)
+	for _, i := range idx {
+		out = append(out, list[i])
+	}
+	return out
+}
+
+// prevCounter finds stage's key in an earlier sample.
+func prevCounter(prev *control.Stats, stage, key string) (uint64, bool) {
+	if prev == nil {
+		return 0, false
+	}
+	for _, set := range prev.StageCounters {
+		if set.Stage != stage {
+			continue
+		}
+		for _, c := range set.Counters {
+			if c.Key == key {
+				return c.Packets, true
+			}
+		}
+	}
+	return 0, false
 }
 
 func kv(m map[string]uint64) string {

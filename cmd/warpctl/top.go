@@ -25,7 +25,9 @@ func newTopCommand() *cobra.Command {
 (summed over the queues) with its packet rate, totals, drops and ns/packet,
 then each queue, refreshed every --interval. The split pipeline's kernel
 rules show as rows of kind xdp (FILTER[RULE]: what the XDP program decided
-by each, before any worker). Keys:
+by each, before any worker). Below, the busiest of the stages' own
+counters (a filter's rules, a count stage's keys) and each sample stage's
+kept packets, with rates. Keys:
   s          next sort key (rate, packets, drops, ns, name)
   r p d t n  sort by rate, packets, drops, ns/packet, name
   i          reverse the order
@@ -274,6 +276,12 @@ func (m *topModel) lines() []string {
 		}
 		out = append(out, fmt.Sprintf("%-22s %-8s %12.0f %12d %12d %10s", trunc(r.name, 22), trunc(r.kind, 8), r.rate, r.packets, r.drops, ns))
 	}
+	if keys := m.keyRows(topKeyRows); len(keys) > 0 {
+		out = append(out, "", fmt.Sprintf("%-22s %-18s %12s %12s", "STAGE", "KEY", "RATE/s", "PACKETS"))
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("%-22s %-18s %12.0f %12d", trunc(k.stage, 22), trunc(k.key, 18), k.rate, k.packets))
+		}
+	}
 	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %12s %10s  %s", "QUEUE", "RX", "TX", "DROP", "XDP DROP", "FILL", "FRAMES"))
 	for _, q := range s.Queues {
 		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %12d %10.1f  free %d fill %d rx %d engine %d tx %d", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.XDPDropped, q.BatchFill,
@@ -281,6 +289,55 @@ func (m *topModel) lines() []string {
 	}
 	out = append(out, "", "keys: s next sort  r/p/d/t/n rate/packets/drops/ns/name  i reverse  q quit")
 	return out
+}
+
+// topKeyRows is how many stage counters top shows: the busiest.
+const topKeyRows = 8
+
+// keyRow is one of a stage's own counters (summed over the queues).
+type keyRow struct {
+	stage, key string
+	packets    uint64
+	rate       float64
+}
+
+// keyRows returns the n busiest stage counters (by rate, then packets)
+// and the sample stages' kept packets.
+func (m *topModel) keyRows(n int) []keyRow {
+	if m.cur == nil {
+		return nil
+	}
+	var rows []keyRow
+	for _, set := range m.cur.StageCounters {
+		for _, c := range set.Counters {
+			r := keyRow{stage: set.Stage, key: c.Key, packets: c.Packets}
+			if p, ok := prevCounter(m.prev, set.Stage, c.Key); ok && m.dt > 0 && c.Packets >= p {
+				r.rate = float64(c.Packets-p) / m.dt.Seconds()
+			}
+			rows = append(rows, r)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].rate != rows[j].rate {
+			return rows[i].rate > rows[j].rate
+		}
+		return rows[i].packets > rows[j].packets
+	})
+	if len(rows) > n {
+		rows = rows[:n]
+	}
+	for _, sc := range m.cur.Samples {
+		r := keyRow{stage: sc.Stage, key: "sample kept", packets: sc.Written}
+		if m.prev != nil && m.dt > 0 {
+			for _, p := range m.prev.Samples {
+				if p.Stage == sc.Stage && sc.Written >= p.Written {
+					r.rate = float64(sc.Written-p.Written) / m.dt.Seconds()
+				}
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 func orDash(s string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/workers"
 	"github.com/warpflow/warpflow/xdp"
 )
@@ -244,6 +245,13 @@ type SwapReply struct {
 	// traffic yet shows -1.
 	ActiveAfterNs []int64 `json:"active_after_ns"`
 	Queues        int     `json:"queues"`
+	// CountersReset are the kept stages whose own counters (rule hits,
+	// count keys, sample counts) start again because the stage's
+	// configuration changed.
+	CountersReset []string `json:"counters_reset,omitempty"`
+	// Capture says what the swap did to a running capture: "follows"
+	// (the new pipeline has the tapped stage and edge) or why it ended.
+	Capture string `json:"capture,omitempty"`
 }
 
 // Stats is what the daemon counted, in total and per queue. Every field
@@ -264,6 +272,11 @@ type Stats struct {
 	// since that rule set was loaded (a swap starts a new set; the old
 	// set's counts stay in Totals.Drops).
 	KernelRules []KernelRuleStats `json:"kernel_rules,omitempty"`
+	// StageCounters are the stages' own counters (StageStats.Counters)
+	// and Samples the sample stages' counts, summed over the queues, in
+	// the running pipeline's stage order.
+	StageCounters []StageCounterSet       `json:"stage_counters,omitempty"`
+	Samples       []dataplane.SampleCount `json:"samples,omitempty"`
 }
 
 // KernelRuleStats is one kernel rule of the split on one interface.
@@ -377,6 +390,26 @@ type StageStats struct {
 	// stage time (config timing: true); 0 otherwise.
 	NsPerPacket float64 `json:"ns_per_packet"`
 	Nanos       uint64  `json:"nanos"`
+	// Counters are the stage's own counters, read live: a filter's hits
+	// per rule ("rule[3]", "default"), a count stage's keys ("total",
+	// "proto=tcp", "vlan=10", "class=ok"), a rewrite's exceptions; only
+	// those that counted something, bounded by the stage's own table (its
+	// rules, or the count stage's fixed key space). Each counter is exact
+	// as of its worker's last publish (at most 1024 packets old under
+	// load, exact at rest) and never goes down; two counters are not one
+	// snapshot. Carried across swaps where the stage keeps its name, kind
+	// and configuration.
+	Counters []pipelines.Counter `json:"counters,omitempty"`
+	// Sample is a sample stage's counts: the candidates that reached it
+	// and the packets it kept (as of the I/O loop's last publish).
+	Sample *dataplane.SampleCount `json:"sample,omitempty"`
+}
+
+// StageCounterSet is one stage's Counters summed over the queues.
+type StageCounterSet struct {
+	Stage    string              `json:"stage"`
+	Kind     string              `json:"kind"`
+	Counters []pipelines.Counter `json:"counters"`
 }
 
 // PortsReply lists the daemon's interfaces and queues.

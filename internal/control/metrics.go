@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // The metrics carry the same counters as Stats, named by the Prometheus
@@ -20,7 +21,9 @@ import (
 // stage and kind (their stages; the store holds at most 64 pipelines),
 // place (the frame places), worker (fixed per queue), and for the split
 // pipeline's kernel rules interface, pipeline, rule (an index below 64)
-// and action.
+// and action; key, a stage's own counter, is bounded per stage by
+// metricKey (a filter's first 256 rules, a count stage's fixed small key
+// sets, never a VLAN ID or an arbitrary value).
 //
 // Every packet a queue received is in exactly one of transmitted,
 // dropped (by the workers or the engine, by reason), passed (by them),
@@ -60,7 +63,43 @@ var (
 	mLinkLosses    = desc("link_losses_total", "Interfaces lost while running.")
 	mUptime        = desc("uptime_seconds", "Seconds since the daemon started.")
 	mCapture       = desc("capture_written_packets_total", "Packets the current or last capture wrote.")
+	mStageCounter  = desc("stage_key_packets_total", "A stage's own counter: a filter's hits per rule (key rule[i] for the first 256 rules, rule[other] for the rest summed, default), a count stage's total, class and named-protocol keys (other protocols summed as proto=other; VLAN keys only in stats), a rewrite's exceptions.", "queue", "stage", "kind", "key")
+	mStageCounterB = desc("stage_key_bytes_total", "Bytes of stage_key_packets_total.", "queue", "stage", "kind", "key")
+	mSampleCands   = desc("sample_candidate_packets_total", "Packets that reached a sample stage.", "queue", "stage")
+	mSampleWritten = desc("sample_kept_packets_total", "Packets a sample stage kept (every N-th or the first N of its candidates).", "queue", "stage")
 )
+
+// maxRuleSeries bounds the per-rule series of one filter: rules from this
+// index on are summed into key rule[other].
+const maxRuleSeries = 256
+
+// metricKey maps a stage counter's key to its metric label, bounded per
+// stage whatever the traffic: a filter's rule index (capped), a count
+// stage's fixed small key sets (total, class=*, named protocols), a
+// rewrite's three keys. ok is false for keys left to the stats (a count
+// stage's VLAN IDs: 4097 of them).
+func metricKey(kind, key string) (label string, ok bool) {
+	switch kind {
+	case "filter":
+		if n, found := strings.CutPrefix(key, "rule["); found {
+			if i, err := strconv.Atoi(strings.TrimSuffix(n, "]")); err == nil && i >= maxRuleSeries {
+				return "rule[other]", true
+			}
+		}
+		return key, true
+	case "count":
+		switch {
+		case strings.HasPrefix(key, "vlan="):
+			return "", false
+		case strings.HasPrefix(key, "proto="):
+			if _, err := strconv.Atoi(key[len("proto="):]); err == nil {
+				return "proto=other", true // a protocol number without a name
+			}
+		}
+		return key, true
+	}
+	return key, true
+}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("warpflow_"+name, help, labels, nil)
@@ -72,7 +111,8 @@ type collector struct{ stats func() Stats }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
 		mRedirected, mNoSocket, mXDPDropped, mXDPPassed, mXDPRule, mXDPRuleBytes, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
-		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture} {
+		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture,
+		mStageCounter, mStageCounterB, mSampleCands, mSampleWritten} {
 		ch <- d
 	}
 }
@@ -136,6 +176,33 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			counter(mStageSeconds, float64(st.Nanos)/1e9, q.Queue, st.Name, st.Kind)
 			for reason, n := range st.Drops {
 				counter(mStageDrops, float64(n), q.Queue, st.Name, reason)
+			}
+			// Keys folded into one label are summed first: one series each.
+			var folded map[string]pipelines.Counter
+			var order []string
+			for _, c := range st.Counters {
+				label, ok := metricKey(st.Kind, c.Key)
+				if !ok {
+					continue
+				}
+				if folded == nil {
+					folded = map[string]pipelines.Counter{}
+				}
+				f, seen := folded[label]
+				if !seen {
+					order = append(order, label)
+				}
+				f.Packets += c.Packets
+				f.Bytes += c.Bytes
+				folded[label] = f
+			}
+			for _, label := range order {
+				counter(mStageCounter, float64(folded[label].Packets), q.Queue, st.Name, st.Kind, label)
+				counter(mStageCounterB, float64(folded[label].Bytes), q.Queue, st.Name, st.Kind, label)
+			}
+			if sc := st.Sample; sc != nil {
+				counter(mSampleCands, float64(sc.Candidates), q.Queue, st.Name)
+				counter(mSampleWritten, float64(sc.Written), q.Queue, st.Name)
 			}
 		}
 		for i, w := range q.Workers {

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/workers"
 )
 
@@ -27,7 +29,43 @@ func sampleStats() Stats {
 			Drops: map[string]uint64{"acl": 3}, Kernel: map[string]uint64{"rx_ring_full": 1},
 			Ports: map[string]PortCount{"out0": {Packets: 7, Bytes: 448}}},
 			Workers: []workers.WorkerStats{{Batches: 1, Packets: 10}},
-			Stages:  []StageStats{{Name: "parse", Kind: "parse", Packets: 10, Calls: 1, Nanos: 500, Drops: map[string]uint64{"malformed": 0}}}}}}
+			Stages: []StageStats{{Name: "parse", Kind: "parse", Packets: 10, Calls: 1, Nanos: 500, Drops: map[string]uint64{"malformed": 0}},
+				{Name: "acl", Kind: "filter", Packets: 10, Counters: []pipelines.Counter{
+					{Key: "rule[0]", Packets: 3, Bytes: 192}, {Key: "rule[256]", Packets: 1, Bytes: 64}, {Key: "rule[900]", Packets: 2, Bytes: 128}, {Key: "default", Packets: 4, Bytes: 256}}},
+				{Name: "flows", Kind: "count", Packets: 7, Counters: []pipelines.Counter{
+					{Key: "total", Packets: 7, Bytes: 448}, {Key: "proto=udp", Packets: 4, Bytes: 256}, {Key: "proto=47", Packets: 2, Bytes: 128}, {Key: "proto=132", Packets: 1, Bytes: 64},
+					{Key: "vlan=10", Packets: 7, Bytes: 448}, {Key: "class=ok", Packets: 7, Bytes: 448}}},
+				{Name: "smp", Kind: "sample", Packets: 7, Sample: &dataplane.SampleCount{Stage: "smp", File: "s.pcap", Candidates: 7, Written: 1}}}}}}
+}
+
+// TestMetricsStageCounters: the stages' own counters are exported with
+// bounded keys: a filter's rules past the 256th summed, a count stage's
+// unnamed protocols summed, its VLAN keys left out; sample counts.
+func TestMetricsStageCounters(t *testing.T) {
+	rec := httptest.NewRecorder()
+	MetricsHandler(sampleStats).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`warpflow_stage_key_packets_total{key="rule[0]",kind="filter",queue="dp0/0",stage="acl"} 3`,
+		`warpflow_stage_key_packets_total{key="rule[other]",kind="filter",queue="dp0/0",stage="acl"} 3`,
+		`warpflow_stage_key_bytes_total{key="rule[other]",kind="filter",queue="dp0/0",stage="acl"} 192`,
+		`warpflow_stage_key_packets_total{key="default",kind="filter",queue="dp0/0",stage="acl"} 4`,
+		`warpflow_stage_key_packets_total{key="total",kind="count",queue="dp0/0",stage="flows"} 7`,
+		`warpflow_stage_key_packets_total{key="proto=udp",kind="count",queue="dp0/0",stage="flows"} 4`,
+		`warpflow_stage_key_packets_total{key="proto=other",kind="count",queue="dp0/0",stage="flows"} 3`,
+		`warpflow_stage_key_packets_total{key="class=ok",kind="count",queue="dp0/0",stage="flows"} 7`,
+		`warpflow_sample_candidate_packets_total{queue="dp0/0",stage="smp"} 7`,
+		`warpflow_sample_kept_packets_total{queue="dp0/0",stage="smp"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	for _, bad := range []string{`key="vlan=10"`, `key="rule[256]"`, `key="rule[900]"`, `key="proto=47"`} {
+		if strings.Contains(body, bad) {
+			t.Errorf("scrape has the unbounded label %s", bad)
+		}
+	}
 }
 
 // TestMetricsLint: the exposition follows the Prometheus conventions

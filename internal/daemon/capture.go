@@ -20,7 +20,10 @@ const captureBuffer = 4 << 20
 // capture is a tap on every queue's engine and the goroutine that writes
 // what it copies to a pcap file, off the data path.
 type capture struct {
-	req     control.CaptureRequest
+	req control.CaptureRequest
+	// tap is the tap made at the start, on graph; a swap the capture
+	// follows sets views of it (Tap.Follow: same count and buffers) on
+	// the new pipeline, so the writer drains this one throughout.
 	tap     *pipelines.Tap
 	graph   *pipelines.Graph
 	stop    chan struct{}
@@ -29,6 +32,22 @@ type capture struct {
 	written uint64
 	stopped string
 	err     error
+}
+
+// activeCapture returns the capture in progress, or nil.
+func (d *Daemon) activeCapture() *capture {
+	d.capMu.Lock()
+	c := d.capture
+	d.capMu.Unlock()
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != "" || c.tap.Done() {
+		return nil
+	}
+	return c
 }
 
 func (d *Daemon) captureInfo() control.CaptureInfo {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -85,12 +84,49 @@ func (d *Daemon) runnable(g *pipelines.Graph) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for port, iface := range pi {
-		if !slices.Contains(d.outputs, iface) {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q (interface %s), which this daemon does not transmit on: it opened transmit sockets on %v, the interfaces its startup pipeline uses; restart it with a pipeline or config that uses %s", g.Name(), port, iface, d.outputs, iface)
-		}
+	queues := make([]outputter, len(d.queues))
+	for i, qq := range d.queues {
+		queues[i] = qq.q
+	}
+	if err := checkOutputs(g.Name(), pi, queues); err != nil {
+		return nil, err
 	}
 	return pi, nil
+}
+
+// outputter is what checkOutputs needs of a queue (an *afxdp.Queue).
+type outputter interface {
+	Interface() string
+	Output(iface string) dataplane.Port
+}
+
+// checkOutputs refuses, in one line naming the interface and the fix, a
+// pipeline (port map pi) that transmits on an interface some queue has no
+// transmit socket on: the daemon opens them at start only (on the
+// interfaces of its ports map, its transmit-only interfaces and its
+// startup pipeline's), never during a swap.
+func checkOutputs(pipeline string, pi map[string]string, queues []outputter) error {
+	ports := make([]string, 0, len(pi))
+	for port := range pi {
+		ports = append(ports, port)
+	}
+	sort.Strings(ports)
+	for _, port := range ports {
+		iface := pi[port]
+		for _, q := range queues {
+			if q.Output(iface) == nil {
+				return fmt.Errorf("pipeline %q transmits on port %q to interface %s, which queue %s of %s has no transmit socket on (warpflowd opens them at start only, on the interfaces of its ports map and its transmit-only ones): add `ports: {%s: %s}` to the daemon config and restart it", pipeline, port, iface, outputQueueName(q), q.Interface(), port, iface)
+			}
+		}
+	}
+	return nil
+}
+
+func outputQueueName(q outputter) string {
+	if p := q.Output(q.Interface()); p != nil {
+		return p.Name()
+	}
+	return q.Interface()
 }
 
 func (d *Daemon) load(peer string, r control.LoadRequest) (control.PipelineInfo, error) {
@@ -171,9 +207,14 @@ func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 
 // Swap makes the stored pipeline name the running one on every queue,
 // live: each queue's engine takes the new plan up at a batch boundary
-// (see dataplane.Engine.Swap). A capture in progress is stopped first (its
-// stage belongs to the old pipeline). When a queue refuses, the queues
-// already swapped go back to the old pipeline and the error says why.
+// (see dataplane.Engine.Swap). A capture in progress follows the swap
+// when the new pipeline has its stage (and edge, by the stage it leads
+// to): the new plan's runners take the same tap before it is published,
+// so the capture goes on as one file with no batch missed. Otherwise the
+// capture ends once the swap is done (the old pipeline's batches up to
+// it are in the file), with the reason; a refused swap leaves it running.
+// When a queue refuses, the queues already swapped go back to the old
+// pipeline and the error says why.
 func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	d.ctlMu.Lock()
 	defer d.ctlMu.Unlock()
@@ -191,14 +232,29 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	}
 	old := d.store[d.running]
 	oldPI, _ := d.portInterfaces(old.graph)
-	d.captureStopLocked("the pipeline was swapped")
+	var oldTap, newTap *pipelines.Tap
+	var endCapture string // why the capture ends once the swap is done
+	if c := d.activeCapture(); c != nil {
+		// Views of the capture's one tap (shared count and buffers) at its
+		// point in the new pipeline and, for a swap back, the old one.
+		oldTap, _ = c.tap.Follow(old.graph)
+		if t, err := c.tap.Follow(s.graph); err != nil {
+			endCapture = fmt.Sprintf("the pipeline was swapped to %q, which has no such tap point (%v)", name, err)
+		} else {
+			newTap = t
+		}
+	}
 	results := make([]dataplane.SwapResult, 0, len(d.queues))
 	returned := make([]time.Time, 0, len(d.queues))
 	for i, qq := range d.queues {
-		res, err := qq.eng.Swap(s.graph, qq.outputsFor(pi), swapTimeout)
+		outs := qq.outputsFor(pi)
+		outs.Tap = newTap
+		res, err := qq.eng.Swap(s.graph, outs, swapTimeout)
 		if err != nil {
 			for _, back := range d.queues[:i] {
-				if _, berr := back.eng.Swap(old.graph, back.outputsFor(oldPI), swapTimeout); berr != nil {
+				bo := back.outputsFor(oldPI)
+				bo.Tap = oldTap
+				if _, berr := back.eng.Swap(old.graph, bo, swapTimeout); berr != nil {
 					d.log.Error("swap back after a failed swap", "queue", back.q.RX().Name(), "err", berr)
 				}
 			}
@@ -206,6 +262,15 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		}
 		results = append(results, res)
 		returned = append(returned, time.Now())
+	}
+	switch {
+	case newTap != nil:
+		rep.Capture = "follows"
+		d.log.Info("capture follows the swap", "pipeline", name)
+	case endCapture != "":
+		// The old plans tapped up to the swap; the new ones have no tap.
+		d.captureStopLocked(endCapture)
+		rep.Capture = "ended: " + endCapture
 	}
 	// Give the data path a moment to show the swap, so the reply can say
 	// when it did (a queue without traffic shows -1).
@@ -222,6 +287,7 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	r0 := results[0]
 	rep.From, rep.To, rep.Generation, rep.Queues = d.running, name, r0.Generation, len(d.queues)
 	rep.PoolChange, rep.Kept, rep.Reset, rep.Added, rep.Removed = r0.PoolChange, r0.Kept, r0.Reset, r0.Added, r0.Removed
+	rep.CountersReset = r0.CountersReset
 	d.running = name
 	d.graph = s.graph
 	d.swaps.Add(1)

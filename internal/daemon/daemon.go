@@ -43,13 +43,12 @@ type Daemon struct {
 
 	// The control side: the pipeline store and the running pipeline's
 	// name (ctlMu serialises loads, swaps, removes and captures), the
-	// interfaces the queues transmit on, the capture.
+	// capture.
 	started time.Time
 	swaps   atomic.Uint64
 	ctlMu   sync.Mutex
 	store   map[string]*stored
 	running string
-	outputs []string
 	capMu   sync.Mutex
 	capture *capture
 }
@@ -110,8 +109,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			return nil, fmt.Errorf("interface %s: not found in this network namespace: check the name with `ip link` (run warpflowd in the namespace that has it)", in.Name)
 		}
 	}
-	outputs := uniqueValues(portIface)
-	d.outputs = outputs
+	outputs := txInterfaces(&cfg, portIface)
 	var inPort uint16
 	for _, in := range cfg.Interfaces {
 		if !in.Receives() {
@@ -195,7 +193,7 @@ func (d *Daemon) portInterfaces(g *pipelines.Graph) (map[string]string, error) {
 			iface = port
 		}
 		if !known[iface] {
-			return nil, fmt.Errorf("pipeline %q transmits on port %q, which is no configured interface: add `ports: {%s: IFACE}` to the daemon config", g.Name(), port, port)
+			return nil, fmt.Errorf("pipeline %q transmits on port %q, which maps to no configured interface (%s): add the interface to the daemon config's interfaces (receive: false to only transmit) and `ports: {%s: IFACE}`, then restart warpflowd", g.Name(), port, iface, port)
 		}
 		m[port] = iface
 	}
@@ -443,6 +441,34 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// txInterfaces are the interfaces every queue opens a transmit socket on
+// at start: those the startup pipeline transmits on, every interface the
+// ports map names and every transmit-only interface, so that a swap may
+// move to a pipeline that transmits on any of them (a queue's own
+// interface needs none: its receive socket transmits). Sorted.
+func txInterfaces(cfg *Config, startup map[string]string) []string {
+	out := uniqueValues(startup)
+	add := func(iface string) {
+		if !slices.Contains(out, iface) {
+			out = append(out, iface)
+		}
+	}
+	known := map[string]bool{}
+	for _, in := range cfg.Interfaces {
+		known[in.Name] = true
+		if !in.Receives() {
+			add(in.Name)
+		}
+	}
+	for _, iface := range cfg.Ports {
+		if known[iface] {
+			add(iface)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func uniqueValues(m map[string]string) []string {

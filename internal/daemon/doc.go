@@ -15,10 +15,16 @@
 // and what `warpctl pipeline load` added), a swap that takes every queue's
 // engine to a stored pipeline live (dataplane.Engine.Swap; a queue that
 // refuses sends those already swapped back), stats read without pausing
-// the data path, the ports and what the kernel granted, and a capture tap
-// (pipelines.Tap) drained to a pcap file by a goroutine of its own. Loads,
-// swaps, removes and captures are serialised by one mutex; reads take
-// none on the data path.
+// the data path (with every stage's own counters: rule hits, count keys,
+// sample counts), the ports and what the kernel granted, and a capture tap
+// (pipelines.Tap) drained to a pcap file by a goroutine of its own. A
+// capture follows a swap to a pipeline that has its tap point
+// (Tap.Follow, set on the new plans before they are published) and ends,
+// with the reason, at a swap to one that has not. Transmit sockets are
+// opened at start, on every interface of the ports map and every
+// transmit-only interface; a swap opens none, and a pipeline needing one
+// a queue lacks is refused in one line. Loads, swaps, removes and
+// captures are serialised by one mutex; reads take none on the data path.
 //
 // Setup failures come back as one error line that names the cause and the
 // fix (a missing interface, a missing capability, a kernel without AF_XDP,

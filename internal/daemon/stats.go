@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
+	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
@@ -58,6 +60,7 @@ func (d *Daemon) Stats() Stats {
 		}
 		addFrames(&t.Frames, qs.Frames)
 	}
+	s.StageCounters, s.Samples = sumStageCounters(s.Queues)
 	s.KernelRules = d.addKernelReasons(&s.Totals)
 	s.Totals.Balanced = s.Totals.Received == s.Totals.Transmitted+s.Totals.Dropped+s.Totals.Passed
 	s.Totals.BatchFill = fill(s.Totals.Received, s.Totals.Batches)
@@ -88,6 +91,7 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 		qs.Counts.Ports[pc.Port] = control.PortCount{Packets: pc.Packets, Bytes: pc.Bytes}
 	}
 	qs.Stages = stageStats(qq.eng.Graph(), qq.eng.Stages())
+	addStageCounters(qs.Stages, qq.eng.StageCounters(), qq.eng.Samples())
 	fa := qq.eng.Frames()
 	qs.Frames = Frames{FrameAccount: fa, Total: fa.Total()}
 	if prog := d.progs[qq.q.Interface()]; prog != nil {
@@ -196,4 +200,59 @@ func stageStats(g *pipelines.Graph, nodes []pipelines.NodeStats) []control.Stage
 		out = append(out, st)
 	}
 	return out
+}
+
+// addStageCounters attaches each stage's own counters and, to sample
+// stages, their counts.
+func addStageCounters(stages []control.StageStats, counters map[string][]pipelines.Counter, samples []dataplane.SampleCount) {
+	for i := range stages {
+		st := &stages[i]
+		st.Counters = counters[st.Name]
+		for k := range samples {
+			if samples[k].Stage == st.Name {
+				sc := samples[k]
+				st.Sample = &sc
+			}
+		}
+	}
+}
+
+// sumStageCounters sums the queues' stage counters and sample counts, in
+// stage order (the first queue's, then stages only later queues have).
+func sumStageCounters(queues []control.QueueStats) ([]control.StageCounterSet, []dataplane.SampleCount) {
+	var sets []control.StageCounterSet
+	var samples []dataplane.SampleCount
+	for _, q := range queues {
+		for _, st := range q.Stages {
+			if len(st.Counters) > 0 {
+				j := slices.IndexFunc(sets, func(s control.StageCounterSet) bool { return s.Stage == st.Name })
+				if j < 0 {
+					sets = append(sets, control.StageCounterSet{Stage: st.Name, Kind: st.Kind})
+					j = len(sets) - 1
+				}
+				for _, c := range st.Counters {
+					k := slices.IndexFunc(sets[j].Counters, func(x pipelines.Counter) bool { return x.Key == c.Key })
+					if k < 0 {
+						sets[j].Counters = append(sets[j].Counters, c)
+						continue
+					}
+					sets[j].Counters[k].Packets += c.Packets
+					sets[j].Counters[k].Bytes += c.Bytes
+				}
+			}
+			if sc := st.Sample; sc != nil {
+				j := slices.IndexFunc(samples, func(s dataplane.SampleCount) bool { return s.Stage == sc.Stage })
+				if j < 0 {
+					samples = append(samples, *sc)
+					continue
+				}
+				samples[j].Candidates += sc.Candidates
+				samples[j].Written += sc.Written
+			}
+		}
+	}
+	for _, set := range sets {
+		dataplane.SortCounters(set.Counters)
+	}
+	return sets, samples
 }

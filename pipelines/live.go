@@ -1,0 +1,137 @@
+package pipelines
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// LiveReporter is a Reporter whose counters can also be read while its
+// worker runs: the filter's per-rule hits, the count stage's per-key
+// counts, the rewrite stage's exceptions.
+//
+// The stage keeps plain counters on the hot path, as every stage does,
+// and marks which ones moved (a flag test per counter touched, no map, no
+// lock, no allocation). PublishCounters, which the runner calls from
+// Runner.Publish on the worker's own goroutine (after a partial batch and
+// at least every publishEvery packets), stores the moved ones into
+// single-writer atomics; LiveReport reads those from any goroutine.
+//
+// What a reader gets: each counter is exact as of one publish of its
+// worker (at most publishEvery packets old under load, exact at rest) and
+// never goes down; counters are not a snapshot of one instant across
+// each other (a rule's packets and bytes, or two rules, may be one
+// publish apart).
+type LiveReporter interface {
+	Reporter
+	// PublishCounters stores the counters that changed since its last
+	// call where LiveReport reads them. Worker goroutine only.
+	PublishCounters()
+	// LiveReport appends the published non-zero counters, in Report's
+	// order and with its keys. Safe from any goroutine, concurrently with
+	// Process and PublishCounters; it allocates (control path).
+	LiveReport(dst []Counter) []Counter
+}
+
+// liveTable is the published side of a stage's n plain counters: an
+// atomic pair per counter and the list of those that moved since the
+// last publish. mark is the only hot-path call.
+type liveTable struct {
+	pkts, bytes []atomic.Uint64
+	dirty       []bool
+	moved       []int32 // indices marked since the last publish, cap n
+}
+
+func newLiveTable(n int) liveTable {
+	return liveTable{
+		pkts: make([]atomic.Uint64, n), bytes: make([]atomic.Uint64, n),
+		dirty: make([]bool, n), moved: make([]int32, 0, n),
+	}
+}
+
+// mark notes that counter i moved. Each index enters moved at most once
+// between publishes, so the append never grows it past its capacity.
+func (t *liveTable) mark(i int) {
+	if !t.dirty[i] {
+		t.dirty[i] = true
+		t.moved = append(t.moved, int32(i))
+	}
+}
+
+// publishPairs stores the moved counters of parallel packet and byte
+// slices.
+func (t *liveTable) publishPairs(pkts, bytes []uint64) {
+	for _, i := range t.moved {
+		t.pkts[i].Store(pkts[i])
+		t.bytes[i].Store(bytes[i])
+		t.dirty[i] = false
+	}
+	t.moved = t.moved[:0]
+}
+
+// publishCounters stores the moved counters of c.
+func (t *liveTable) publishCounters(c []rwCounter) {
+	for _, i := range t.moved {
+		t.pkts[i].Store(c[i].packets)
+		t.bytes[i].Store(c[i].bytes)
+		t.dirty[i] = false
+	}
+	t.moved = t.moved[:0]
+}
+
+// load returns counter i as published.
+func (t *liveTable) load(i int) (pkts, bytes uint64) {
+	return t.pkts[i].Load(), t.bytes[i].Load()
+}
+
+// LiveCounters appends the published stage-specific counters of every
+// stage instance that implements LiveReporter, in node order, like
+// Counters but safe from any goroutine while the runner processes (see
+// LiveReporter for what a reader sees). Control plane only: it allocates.
+func (r *Runner) LiveCounters(dst []StageCounter) []StageCounter {
+	var scratch []Counter
+	for _, ni := range r.lives {
+		scratch = r.nodes[ni].stage.(LiveReporter).LiveReport(scratch[:0])
+		for _, c := range scratch {
+			dst = append(dst, StageCounter{Stage: r.g.nodes[ni].name, Counter: c})
+		}
+	}
+	return dst
+}
+
+// publishLive is the stage half of Publish.
+func (r *Runner) publishLive() {
+	for _, ni := range r.lives {
+		r.nodes[ni].stage.(LiveReporter).PublishCounters()
+	}
+}
+
+// configPrint is a stage's configuration as written, without positions
+// or comments: two stages with the same print were configured the same,
+// so their stage-specific counters mean the same across a swap.
+func configPrint(n *yaml.Node) string {
+	var b strings.Builder
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n == nil {
+			return
+		}
+		if n.Kind == yaml.AliasNode {
+			walk(n.Alias)
+			return
+		}
+		b.WriteByte(byte('0' + n.Kind))
+		b.WriteString(n.Tag)
+		b.WriteByte(0)
+		b.WriteString(n.Value)
+		b.WriteByte(0)
+		b.WriteByte('(')
+		for _, c := range n.Content {
+			walk(c)
+		}
+		b.WriteByte(')')
+	}
+	walk(n)
+	return b.String()
+}
