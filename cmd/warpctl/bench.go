@@ -22,8 +22,9 @@ func newBenchCommand() *cobra.Command {
 		Long: `Bench replays a capture (64-byte packets by default) preloaded into memory
 through several pipelines, inline on one pinned core, to a null port, and
 measures in the same run the idiomatic gopacket program (pcapgo +
-DecodingLayerParser) and dpdk-testpmd's macswap forwarding of the same
-capture (net_pcap infinite_rx to net_null). Each in-process row is the median
+DecodingLayerParser) and dpdk-testpmd forwarding the same capture
+(net_pcap infinite_rx to net_null) in macswap mode and in io mode (which
+touches no packet byte), one run each. Each in-process row is the median
 of --repeats measurements, taken round-robin across the rows so that every
 row sees the same mix of the machine's fast and slow moments. Compare ratios
 between rows: absolute rates on a shared machine move from run to run.
@@ -64,14 +65,14 @@ the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.pn
 			return nil
 		},
 	}
-	cmd.AddCommand(newBenchLiveCommand())
+	cmd.AddCommand(newBenchLiveCommand(), newBenchScalingCommand())
 	fl := cmd.Flags()
 	fl.StringVar(&o.Capture, "capture", o.Capture, "capture to replay (default: the embedded copy of testdata/captures/bench-64.pcap)")
 	fl.Float64Var(&millions, "mpackets", float64(o.Packets)/1e6, "million packets per measurement")
 	fl.IntVar(&o.Repeats, "repeats", o.Repeats, "measurements per row (median reported)")
 	fl.IntVar(&o.CPU, "cpu", o.CPU, "CPU to pin the in-process rows to (-1: no pinning)")
 	fl.BoolVar(&o.Testpmd, "testpmd", o.Testpmd, "also measure dpdk-testpmd (needs Debian's dpdk packages and root)")
-	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "testpmd run length")
+	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "each testpmd run's length")
 	fl.IntVar(&o.TestpmdCPUs[1], "testpmd-cpu", o.TestpmdCPUs[1], "testpmd's forwarding lcore")
 	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")

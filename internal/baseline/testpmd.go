@@ -48,10 +48,20 @@ type TestpmdOptions struct {
 	StartTimeout time.Duration
 	// Output, when set, receives a copy of testpmd's stdout and stderr.
 	Output io.Writer
+	// Mode is testpmd's forwarding mode: ForwardMacswap (swap the MACs of
+	// every packet, so each header is read and written) or ForwardIO
+	// (forward the mbufs without touching a byte).
+	Mode string
 }
 
-// DefaultTestpmdOptions returns a 5-second replay of no capture on cores
-// 0 and 1 with 256 MiB of memory.
+// Forwarding modes Testpmd runs.
+const (
+	ForwardMacswap = "macswap"
+	ForwardIO      = "io"
+)
+
+// DefaultTestpmdOptions returns a 5-second macswap replay of no capture on
+// cores 0 and 1 with 256 MiB of memory.
 func DefaultTestpmdOptions() TestpmdOptions {
 	return TestpmdOptions{
 		Binary:       "dpdk-testpmd",
@@ -60,6 +70,7 @@ func DefaultTestpmdOptions() TestpmdOptions {
 		ForwardCore:  1,
 		MemoryMB:     256,
 		StartTimeout: time.Minute,
+		Mode:         ForwardMacswap,
 	}
 }
 
@@ -81,6 +92,8 @@ func (o TestpmdOptions) validate() error {
 		return fmt.Errorf("testpmd options: mbufs %d, want >= 0", o.Mbufs)
 	case o.StartTimeout <= 0:
 		return fmt.Errorf("testpmd options: start timeout %v, want > 0", o.StartTimeout)
+	case o.Mode != ForwardMacswap && o.Mode != ForwardIO:
+		return fmt.Errorf("testpmd options: forward mode %q, want %q or %q", o.Mode, ForwardMacswap, ForwardIO)
 	}
 	return nil
 }
@@ -90,7 +103,7 @@ func (o TestpmdOptions) validate() error {
 //
 //	-l <main>,<fwd> --no-huge -m <MiB> --no-pci --no-shconf --file-prefix <prefix>
 //	--vdev net_pcap0,rx_pcap=<capture>,infinite_rx=1 --vdev net_null0,no-rx=1
-//	-- --forward-mode=macswap --nb-cores=1 --total-num-mbufs=<n>
+//	-- --forward-mode=<mode> --nb-cores=1 --total-num-mbufs=<n>
 //
 // --no-huge because CI machines have no hugepages (and it implies legacy
 // memory, which rules out --in-memory); --no-shconf and a per-run prefix
@@ -102,7 +115,7 @@ func TestpmdArgs(o TestpmdOptions, mbufs int, prefix string) []string {
 		"--no-huge", "-m", strconv.Itoa(o.MemoryMB), "--no-pci", "--no-shconf", "--file-prefix", prefix,
 		"--vdev", "net_pcap0,rx_pcap=" + o.Capture + ",infinite_rx=1",
 		"--vdev", "net_null0,no-rx=1",
-		"--", "--forward-mode=macswap", "--nb-cores=1", "--total-num-mbufs=" + strconv.Itoa(mbufs),
+		"--", "--forward-mode=" + o.Mode, "--nb-cores=1", "--total-num-mbufs=" + strconv.Itoa(mbufs),
 	}
 }
 
@@ -112,8 +125,9 @@ func TestpmdArgs(o TestpmdOptions, mbufs int, prefix string) []string {
 //	stdbuf -oL dpdk-testpmd <TestpmdArgs>
 //
 // The pcap driver loads the capture into mbufs and, with infinite_rx=1,
-// replays it endlessly; one forwarding core swaps MACs and transmits each
-// burst to the null driver, which frees it. Without -i or --stats-period,
+// replays it endlessly; one forwarding core swaps MACs (macswap mode; io
+// mode leaves the bytes alone) and transmits each burst to the null
+// driver, which frees it. Without -i or --stats-period,
 // testpmd starts forwarding, prints "Press enter to exit" and waits on
 // stdin (stdbuf makes that line arrive at once instead of at exit). The
 // timed region runs from that line until Testpmd writes the newline after
@@ -268,6 +282,9 @@ func runTestpmd(ctx context.Context, name string, args []string, opts TestpmdOpt
 	if err != nil {
 		return Result{}, fmt.Errorf("testpmd output: %w\n%s", err, out.Tail(20))
 	}
+	if m := parseForwardMode(out.String()); m != opts.Mode {
+		return Result{}, fmt.Errorf("testpmd forwarded in mode %q, asked for %q", m, opts.Mode)
+	}
 	r := newResult(rx, elapsed)
 	r.RXPackets, r.TXPackets = rx, tx
 	return r, nil
@@ -278,6 +295,19 @@ var (
 	rxPacketsRE   = regexp.MustCompile(`RX-packets:\s+(\d+)`)
 	txPacketsRE   = regexp.MustCompile(`TX-packets:\s+(\d+)`)
 )
+
+// forwardModeRE matches the line testpmd prints when forwarding starts:
+// "io packet forwarding - ports=2 - cores=1 - streams=2 - ...".
+var forwardModeRE = regexp.MustCompile(`(?m)^\s*(\S+) packet forwarding - ports=`)
+
+// parseForwardMode returns the forwarding mode testpmd reports it started
+// in, "" when the output does not say.
+func parseForwardMode(out string) string {
+	if m := forwardModeRE.FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return ""
+}
 
 // parseForwardStats extracts RX-packets and TX-packets from the
 // "Accumulated forward statistics for all ports" block testpmd prints when

@@ -54,6 +54,20 @@ func TestParseForwardStats(t *testing.T) {
 	}
 }
 
+func TestParseForwardMode(t *testing.T) {
+	tests := map[string]string{
+		"Set io packet forwarding mode\nio packet forwarding - ports=2 - cores=1 - streams=2 - NUMA support enabled\n  io packet forwarding packets/burst=32\n": "io",
+		"macswap packet forwarding - ports=2 - cores=1\n": "macswap",
+		"Set macswap packet forwarding mode\n":            "",
+		"EAL: Error\n":                                    "",
+	}
+	for out, want := range tests {
+		if got := parseForwardMode(out); got != want {
+			t.Errorf("parseForwardMode(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
 func TestTestpmdOptionsValidate(t *testing.T) {
 	ok := DefaultTestpmdOptions()
 	ok.Capture = "x.pcap"
@@ -70,6 +84,8 @@ func TestTestpmdOptionsValidate(t *testing.T) {
 		"negative mbufs": func(o *TestpmdOptions) { o.Mbufs = -1 },
 		"no binary":      func(o *TestpmdOptions) { o.Binary = "" },
 		"no start time":  func(o *TestpmdOptions) { o.StartTimeout = 0 },
+		"no mode":        func(o *TestpmdOptions) { o.Mode = "" },
+		"unknown mode":   func(o *TestpmdOptions) { o.Mode = "rxonly" },
 	}
 	for name, mutate := range tests {
 		o := ok
@@ -77,6 +93,29 @@ func TestTestpmdOptionsValidate(t *testing.T) {
 		if err := o.validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestTestpmdArgs: the command line carries the cores, the capture in the
+// pcap vdev, the null sink and the forwarding mode asked for, in both
+// modes the bench runs.
+func TestTestpmdArgs(t *testing.T) {
+	for _, mode := range []string{ForwardMacswap, ForwardIO} {
+		o := DefaultTestpmdOptions()
+		o.Capture, o.MainCore, o.ForwardCore, o.MemoryMB, o.Mode = "/tmp/b.pcap", 3, 7, 128, mode
+		if err := o.validate(); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		got := strings.Join(TestpmdArgs(o, 12288, "pfx"), " ")
+		want := "-l 3,7 --no-huge -m 128 --no-pci --no-shconf --file-prefix pfx" +
+			" --vdev net_pcap0,rx_pcap=/tmp/b.pcap,infinite_rx=1 --vdev net_null0,no-rx=1" +
+			" -- --forward-mode=" + mode + " --nb-cores=1 --total-num-mbufs=12288"
+		if got != want {
+			t.Errorf("%s:\n got %s\nwant %s", mode, got, want)
+		}
+	}
+	if m := DefaultTestpmdOptions().Mode; m != ForwardMacswap {
+		t.Errorf("default mode %q, want macswap", m)
 	}
 }
 
@@ -90,13 +129,21 @@ func TestTestpmdMissingBinary(t *testing.T) {
 	}
 }
 
-// TestTestpmdReplay runs a 2-second replay of bench-64.pcap. It needs root
+// TestTestpmdReplay runs a 2-second replay of bench-64.pcap in each
+// forwarding mode. It needs root
 // and dpdk-testpmd; without them it skips, except under CI=true, where the
 // baseline must be available.
 func TestTestpmdReplay(t *testing.T) {
+	for _, mode := range []string{ForwardMacswap, ForwardIO} {
+		t.Run(mode, func(t *testing.T) { testTestpmdReplay(t, mode) })
+	}
+}
+
+func testTestpmdReplay(t *testing.T, mode string) {
 	o := DefaultTestpmdOptions()
 	o.Capture = filepath.Join(captures, "bench-64.pcap")
 	o.Duration = 2 * time.Second
+	o.Mode = mode
 	if testing.Verbose() {
 		o.Output = testWriter{t}
 	}
@@ -112,7 +159,7 @@ func TestTestpmdReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("testpmd: %d rx, %d tx in %v: %.2f Mpps (%.1f ns/pkt)", r.RXPackets, r.TXPackets, r.Elapsed, r.Mpps, r.NsPerPacket)
+	t.Logf("testpmd %s: %d rx, %d tx in %v: %.2f Mpps (%.1f ns/pkt)", mode, r.RXPackets, r.TXPackets, r.Elapsed, r.Mpps, r.NsPerPacket)
 	if r.Mpps <= 0 || r.Packets == 0 || r.Packets != r.RXPackets {
 		t.Errorf("no rate: %+v", r)
 	}

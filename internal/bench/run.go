@@ -22,7 +22,8 @@ type Options struct {
 	Packets uint64 // packets per measurement (rounded up to whole passes over the capture)
 	Repeats int    // measurements per row; the median is reported
 	CPU     int    // the core every in-process row runs on; -1: do not pin
-	// Testpmd enables the dpdk-testpmd row; TestpmdSeconds is its run length.
+	// Testpmd enables the dpdk-testpmd rows (macswap and io forwarding,
+	// one run each); TestpmdSeconds is each one's run length.
 	Testpmd        bool
 	TestpmdSeconds int
 	TestpmdCPUs    [2]int // main lcore, forwarding lcore
@@ -85,6 +86,7 @@ const (
 	RowGopacketSparse = "gopacket DecodingLayerParser, sparse container (decode only)"
 	RowGopacketReader = "gopacket pcapgo read + decode"
 	RowTestpmd        = "dpdk-testpmd macswap (pcap infinite_rx -> null)"
+	RowTestpmdIO      = "dpdk-testpmd io (pcap infinite_rx -> null)"
 	RowParse          = "warpflow parse -> null"
 	RowMacswap        = "warpflow parse + macswap -> null"
 	RowDefault1k      = "warpflow default: parse, 1000-rule filter, rewrite, count -> null"
@@ -161,26 +163,32 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		res.Rows = append(res.Rows, row)
 	}
 	if o.Testpmd {
-		fmt.Fprintf(log, "measuring %s ...\n", RowTestpmd)
-		row := Row{Name: RowTestpmd, Baseline: true}
-		to := baseline.DefaultTestpmdOptions()
-		to.Capture = o.Capture
-		to.Duration = time.Duration(o.TestpmdSeconds) * time.Second
-		to.MainCore, to.ForwardCore = o.TestpmdCPUs[0], o.TestpmdCPUs[1]
-		tr, err := baseline.Testpmd(ctx, to)
-		if err != nil {
-			row.Err = err.Error()
-		} else {
-			row.Mpps, row.NsPerPacket, row.Packets = tr.Mpps, tr.NsPerPacket, tr.Packets
+		// Both forwarding modes over the same capture on the same cores:
+		// macswap reads and writes every header, io forwards the mbufs
+		// without touching a byte (the floor of testpmd's own per-packet
+		// cost).
+		for _, m := range []struct{ name, mode string }{{RowTestpmd, baseline.ForwardMacswap}, {RowTestpmdIO, baseline.ForwardIO}} {
+			fmt.Fprintf(log, "measuring %s ...\n", m.name)
+			row := Row{Name: m.name, Baseline: true}
+			to := baseline.DefaultTestpmdOptions()
+			to.Capture, to.Mode = o.Capture, m.mode
+			to.Duration = time.Duration(o.TestpmdSeconds) * time.Second
+			to.MainCore, to.ForwardCore = o.TestpmdCPUs[0], o.TestpmdCPUs[1]
+			tr, err := baseline.Testpmd(ctx, to)
+			if err != nil {
+				row.Err = err.Error()
+			} else {
+				row.Mpps, row.NsPerPacket, row.Packets = tr.Mpps, tr.NsPerPacket, tr.Packets
+			}
+			res.Rows = append(res.Rows, row)
 		}
-		res.Rows = append(res.Rows, row)
 	}
 	res.Targets = checkTargets(res.Rows)
 	return res, nil
 }
 
 func isBaseline(name string) bool {
-	return name == RowGopacket || name == RowGopacketSparse || name == RowGopacketReader || name == RowTestpmd
+	return name == RowGopacket || name == RowGopacketSparse || name == RowGopacketReader || name == RowTestpmd || name == RowTestpmdIO
 }
 
 func baselineRow(r baseline.Result, err error) (Row, error) {
@@ -280,6 +288,7 @@ func checkTargets(rows []Row) []Target {
 	goals := []Target{
 		{Name: "parse stage >= 3x gopacket decode", Row: RowParse, Base: RowGopacket, Want: 3},
 		{Name: "parse + macswap >= dpdk-testpmd macswap", Row: RowMacswap, Base: RowTestpmd, Want: 1},
+		{Name: "parse + macswap >= dpdk-testpmd io", Row: RowMacswap, Base: RowTestpmdIO, Want: 1},
 		{Name: "default pipeline (1000 rules) >= 2x gopacket decode", Row: RowDefault1k, Base: RowGopacket, Want: 2},
 		// The targets are against the obvious program (the default
 		// map container). The same goals against gopacket's fastest

@@ -21,6 +21,7 @@ var chartLabels = map[string]string{
 	bench.RowGopacketSparse: "gopacket decode, sparse (baseline)",
 	bench.RowGopacketReader: "gopacket read+decode (baseline)",
 	bench.RowTestpmd:        "dpdk-testpmd macswap (baseline)",
+	bench.RowTestpmdIO:      "dpdk-testpmd io (baseline)",
 	bench.RowParse:          "warpflow parse",
 	bench.RowMacswap:        "warpflow parse+macswap",
 	bench.RowDefault1k:      "warpflow default, 1000 rules",
@@ -74,6 +75,14 @@ func caption(res bench.Result, ranges *Ranges) []string {
 func targetMarks(res bench.Result, ranges *Ranges, index map[string]int) (plotter.XYs, []string) {
 	var pts plotter.XYs
 	var labels []string
+	// A row with two targets (parse + macswap against both testpmd modes)
+	// names each one's baseline, so the two marks can be told apart.
+	perRow := map[string]int{}
+	for _, t := range res.Targets {
+		if !t.Reference && t.Note == "" {
+			perRow[t.Row]++
+		}
+	}
 	for _, t := range res.Targets {
 		if t.Reference || t.Note != "" {
 			continue
@@ -101,7 +110,15 @@ func targetMarks(res bench.Result, ranges *Ranges, index map[string]int) (plotte
 		} else if len(res.Rows) > 0 {
 			verdict += " by the medians"
 		}
-		labels = append(labels, fmt.Sprintf("target %.3gx: %s", t.Want, verdict))
+		against := ""
+		if perRow[t.Row] > 1 {
+			name := chartLabels[t.Base]
+			if name == "" {
+				name = t.Base
+			}
+			against = " " + strings.TrimSuffix(name, " (baseline)")
+		}
+		labels = append(labels, fmt.Sprintf("target %.3gx%s: %s", t.Want, against, verdict))
 	}
 	return pts, labels
 }
@@ -184,10 +201,16 @@ func Chart(res bench.Result, ranges *Ranges, path string) error {
 		if err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
+		onRow := map[float64]int{}
 		for i := range ml.TextStyle {
 			ml.TextStyle[i].Color = color.RGBA{R: 210, A: 255}
 			ml.TextStyle[i].YAlign = 0.9
 			ml.TextStyle[i].XAlign = -0.5
+			// A row's second target is labelled under its bar, so the
+			// two labels do not overprint.
+			if onRow[marks[i].Y]++; onRow[marks[i].Y] > 1 {
+				ml.TextStyle[i].YAlign = -1.5
+			}
 		}
 		p.Add(ml)
 		for _, m := range marks {

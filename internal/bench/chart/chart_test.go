@@ -78,3 +78,33 @@ func TestChartFromCommittedResult(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChartTestpmdIORow: both testpmd rows get their short labels, and the
+// io target is marked on the macswap row at the io row's rate.
+func TestChartTestpmdIORow(t *testing.T) {
+	for _, name := range []string{bench.RowGopacket, bench.RowGopacketSparse, bench.RowGopacketReader, bench.RowTestpmd,
+		bench.RowTestpmdIO, bench.RowParse, bench.RowMacswap, bench.RowDefault1k} {
+		if chartLabels[name] == "" {
+			t.Errorf("row %q has no chart label", name)
+		}
+	}
+	res := bench.Result{
+		Capture: bench.EmbeddedCaptureName,
+		Rows: []bench.Row{
+			{Name: bench.RowMacswap, Mpps: 24, MppsRuns: []float64{23, 24, 25}},
+			{Name: bench.RowTestpmd, Baseline: true, Mpps: 20},
+			{Name: bench.RowTestpmdIO, Baseline: true, Mpps: 26},
+		},
+		Targets: []bench.Target{
+			{Name: "macswap", Row: bench.RowMacswap, Base: bench.RowTestpmd, Want: 1, Ratio: 1.2, Met: true},
+			{Name: "io", Row: bench.RowMacswap, Base: bench.RowTestpmdIO, Want: 1, Ratio: 24.0 / 26},
+		},
+	}
+	marks, labels := targetMarks(res, nil, map[string]int{bench.RowMacswap: 0})
+	if len(marks) != 2 || marks[1].X != 26 || marks[1].Y != 0 || labels[0] != "target 1x dpdk-testpmd macswap: met by the medians" || labels[1] != "target 1x dpdk-testpmd io: missed by the medians" {
+		t.Fatalf("marks %v %q", marks, labels)
+	}
+	if err := Chart(res, nil, filepath.Join(t.TempDir(), "io.png")); err != nil {
+		t.Fatal(err)
+	}
+}

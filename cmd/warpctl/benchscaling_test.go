@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/internal/bench"
+)
+
+// TestBenchScalingCommand runs `warpctl bench scaling` on a tiny sweep,
+// unpinned, and reads its JSON back: the points asked for, each counting
+// what it replayed, and the table on stdout.
+func TestBenchScalingCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "s.json")
+	stdout, stderr, code := run(t, "bench", "scaling", "--workers", "1,2", "--engines", "1", "--mpackets", "0.01",
+		"--repeats", "2", "--io-cpu", "-1", "--cpus", "", "--json", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"SHAPE", "EFFICIENCY", "target    2 workers >= 0.8x linear", "one I/O loop:", "results written to"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res bench.ScalingResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Points) != 4 || res.Repeats != 2 || res.PacketsPerUnit < 10000 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, p := range res.Points {
+		if p.Err != "" || p.Packets != uint64(p.N)*res.PacketsPerUnit || p.Replayed != p.Packets || len(p.MppsRuns) != 2 || p.CPUs != nil {
+			t.Errorf("point %+v", p)
+		}
+	}
+}
+
+func TestBenchScalingUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mpackets", "0"},
+		{"--cpus", "3-1"},
+		{"--workers", "x"},
+		{"--engines", "1,0"},
+	} {
+		_, stderr, code := run(t, append([]string{"bench", "scaling"}, args...)...)
+		if code != codeUsage {
+			t.Errorf("%v: exit %d, want %d (usage): %s", args, code, codeUsage, stderr)
+		}
+	}
+	// A worker count beyond the CPUs given fails before measuring.
+	_, stderr, code := run(t, "bench", "scaling", "--workers", "3", "--engines", "", "--io-cpu", "0", "--cpus", "1,2")
+	if code != codeFailed || !strings.Contains(stderr, "workers 3: only 2 cpus") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
