@@ -20,7 +20,7 @@ const realDir = "../testdata/captures/realworld/"
 // replayReal replays capture through the default pipeline into a fresh
 // directory, with frame tracking, and returns the report, the error and
 // the directory.
-func replayReal(t *testing.T, capture string, edit func(*ReplayConfig)) (Report, error, string) {
+func replayReal(t *testing.T, capture string, edit func(*ReplayConfig)) (Report, string, error) {
 	t.Helper()
 	out := t.TempDir()
 	cfg := ReplayConfig{Capture: capture, Graph: defaultGraph(t), OutDir: out, Engine: DefaultOptions(), Replay: DefaultReplayOptions()}
@@ -29,7 +29,7 @@ func replayReal(t *testing.T, capture string, edit func(*ReplayConfig)) (Report,
 		edit(&cfg)
 	}
 	rep, err := Replay(cfg)
-	return rep, err, out
+	return rep, out, err
 }
 
 // readOutputs reads every capture in dir to its end (failing t on any
@@ -107,7 +107,7 @@ func inputDrop(r Report, reason string) uint64 {
 func TestRealworldOldVersions(t *testing.T) {
 	var dirs []string
 	for _, name := range []string{"v21-be.pcap", "modified-redhat.pcap"} {
-		rep, err, out := replayReal(t, realDir+name, nil)
+		rep, out, err := replayReal(t, realDir+name, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -133,7 +133,7 @@ func TestRealworldLargeFrames(t *testing.T) {
 		longest int
 	}{{"jumbo-9000.pcap", 9022}, {"gro-64k.pcap", 65222}} {
 		for _, preload := range []bool{false, true} {
-			rep, err, out := replayReal(t, realDir+c.name, func(cfg *ReplayConfig) { cfg.Replay.Preload = preload })
+			rep, out, err := replayReal(t, realDir+c.name, func(cfg *ReplayConfig) { cfg.Replay.Preload = preload })
 			if err != nil {
 				t.Fatalf("%s preload=%v: %v", c.name, preload, err)
 			}
@@ -145,7 +145,7 @@ func TestRealworldLargeFrames(t *testing.T) {
 				t.Fatalf("%s preload=%v: wrote %d packets, longest %d; want 18, %d", c.name, preload, n, longest, c.longest)
 			}
 		}
-		rep, err, _ := replayReal(t, realDir+c.name, func(cfg *ReplayConfig) { cfg.FrameSize = 4096 })
+		rep, _, err := replayReal(t, realDir+c.name, func(cfg *ReplayConfig) { cfg.FrameSize = 4096 })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestRealworldLargeFrames(t *testing.T) {
 // like a full one; nothing is called malformed, every packet is flagged as
 // cut by the capture, and the headers-only bytes are what is written.
 func TestRealworldSnaplen96(t *testing.T) {
-	rep, err, out := replayReal(t, realDir+"snaplen-96.pcap", nil)
+	rep, out, err := replayReal(t, realDir+"snaplen-96.pcap", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestRealworldSnaplen96(t *testing.T) {
 // TestRealworldZeroLength: zero-length records are skipped and counted; the
 // rest replays.
 func TestRealworldZeroLength(t *testing.T) {
-	rep, err, out := replayReal(t, realDir+"zero-length.pcap", nil)
+	rep, out, err := replayReal(t, realDir+"zero-length.pcap", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestRealworldZeroLength(t *testing.T) {
 // counters.json, and the error names the record.
 func TestRealworldCorruptTail(t *testing.T) {
 	for _, workers := range []int{0, 2} {
-		rep, err, out := replayReal(t, realDir+"corrupt-tail.pcap", func(cfg *ReplayConfig) { cfg.Engine.Workers = workers })
+		rep, out, err := replayReal(t, realDir+"corrupt-tail.pcap", func(cfg *ReplayConfig) { cfg.Engine.Workers = workers })
 		if !errors.Is(err, ErrCorruptCapture) || !strings.Contains(err.Error(), "record 19") {
 			t.Fatalf("workers %d: err %v", workers, err)
 		}
@@ -230,6 +230,11 @@ func TestRealworldCorruptTail(t *testing.T) {
 // TestRealworldInterrupt: a replay looping forever is stopped through its
 // context; it drains, reports what it did (balanced), and leaves
 // well-formed outputs and counters.json.
+//
+// The stop comes from the first progress report (the engine's I/O loop
+// calls it after about 200 ms of running), not from a timer started
+// before the replay's setup: on a slow machine that timer could fire
+// before any report, and the report's fraction was then never seen.
 func TestRealworldInterrupt(t *testing.T) {
 	for _, c := range []struct {
 		workers int
@@ -237,16 +242,28 @@ func TestRealworldInterrupt(t *testing.T) {
 	}{{0, false}, {2, false}, {1, true}} {
 		ctx, cancel := context.WithCancel(context.Background())
 		var last ReplayProgress
-		time.AfterFunc(300*time.Millisecond, cancel)
-		rep, err, out := replayReal(t, "../testdata/captures/mixed.pcap", func(cfg *ReplayConfig) {
+		reports := 0
+		// Only a bound: a replay that never reports progress fails below
+		// instead of looping until the test binary's timeout.
+		watchdog := time.AfterFunc(2*time.Minute, cancel)
+		rep, out, err := replayReal(t, "../testdata/captures/mixed.pcap", func(cfg *ReplayConfig) {
 			cfg.Context = ctx
 			cfg.Replay.Loops = -1
 			cfg.Replay.Preload = c.preload
 			cfg.Engine.Workers = c.workers
 			cfg.Engine.TrackFrames = false
-			cfg.Progress = func(p ReplayProgress) { last = p }
+			// Called on the engine's I/O loop; Replay returns after it.
+			cfg.Progress = func(p ReplayProgress) {
+				last = p
+				reports++
+				cancel()
+			}
 		})
+		watchdog.Stop()
 		cancel()
+		if reports == 0 {
+			t.Fatalf("%+v: no progress report before the watchdog stopped the replay", c)
+		}
 		if !errors.Is(err, ErrInterrupted) {
 			t.Fatalf("%+v: err %v", c, err)
 		}
@@ -316,7 +333,7 @@ func TestReplayProgressFraction(t *testing.T) {
 // through the default pipeline with nothing malformed and their inner
 // protocols counted.
 func TestRealworldEncapsulations(t *testing.T) {
-	rep, err, _ := replayReal(t, "../testdata/captures/encap.pcap", nil)
+	rep, _, err := replayReal(t, "../testdata/captures/encap.pcap", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

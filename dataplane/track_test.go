@@ -100,42 +100,10 @@ func TestRefusedTransmitIsCounted(t *testing.T) {
 		"  - {name: acl, type: filter, rules: [{proto: tcp, action: \"drop:tcp\"}]}\n  - {name: out, type: tx, port: p}\n"
 	for _, src := range []string{uniform, mixed} {
 		for _, fail := range []bool{false, true} {
-			g, err := pipelines.Load("t.yaml", []byte(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			arena, _ := rings.NewArena(rings.DefaultArenaOptions())
-			in, err := OpenReplay("../testdata/captures/mixed.pcap", arena, DefaultReplayOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
 			out := &halfPort{NullPort: NewNullPort("p"), fail: fail}
-			o := DefaultOptions()
-			o.Workers = 0
-			e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"p": out}}, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runErr := e.Run(nil)
-			in.Close()
-			rep := e.Report()
-			want := "tx_full"
-			if fail {
-				want = "tx_error"
-				if runErr == nil || !strings.Contains(runErr.Error(), "disk full") {
-					t.Errorf("%s: run error %v, want the port's error", g.Name(), runErr)
-				}
-			} else if runErr != nil {
-				t.Fatal(runErr)
-			}
-			var refused uint64
-			for _, d := range rep.Drops {
-				if d.Reason == want {
-					refused = d.Packets
-				}
-			}
+			rep, refused := runRefusing(t, src, Outputs{Ports: map[string]Port{"p": out}}, fail, "tx_full", "tx_error")
 			if !rep.Balanced || refused == 0 || rep.Transmitted == 0 || rep.Transmitted != out.Stats().Packets {
-				t.Errorf("%s fail=%v: %s, %s=%d, port saw %d", g.Name(), fail, rep.AccountingLine(), want, refused, out.Stats().Packets)
+				t.Errorf("%s fail=%v: %s, refused %d, port saw %d", rep.Pipeline, fail, rep.AccountingLine(), refused, out.Stats().Packets)
 			}
 		}
 	}
@@ -148,42 +116,52 @@ func TestRefusedPassIsCounted(t *testing.T) {
 		"  - {name: acl, type: filter, rules: [{proto: udp, action: kernel}], default: out}\n" +
 		"  - {name: out, type: tx, port: p}\n  - {name: kernel, type: pass}\n"
 	for _, fail := range []bool{false, true} {
-		g, err := pipelines.Load("t.yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		arena, _ := rings.NewArena(rings.DefaultArenaOptions())
-		in, err := OpenReplay("../testdata/captures/mixed.pcap", arena, DefaultReplayOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
 		pass := &halfPort{NullPort: NewNullPort("kernel"), fail: fail}
-		o := DefaultOptions()
-		o.Workers = 0
-		e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"p": NewNullPort("p")}, Pass: pass}, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runErr := e.Run(nil)
-		in.Close()
-		rep := e.Report()
-		want := "pass_full"
-		if fail {
-			want = "pass_error"
-			if runErr == nil || !strings.Contains(runErr.Error(), "disk full") {
-				t.Errorf("fail=%v: run error %v, want the pass port's error", fail, runErr)
-			}
-		} else if runErr != nil {
-			t.Fatal(runErr)
-		}
-		var refused uint64
-		for _, d := range rep.Drops {
-			if d.Reason == want {
-				refused = d.Packets
-			}
-		}
+		rep, refused := runRefusing(t, src, Outputs{Ports: map[string]Port{"p": NewNullPort("p")}, Pass: pass}, fail, "pass_full", "pass_error")
 		if !rep.Balanced || refused == 0 || rep.Passed == 0 || rep.Passed != pass.Stats().Packets {
-			t.Errorf("fail=%v: %s, %s=%d, pass port saw %d", fail, rep.AccountingLine(), want, refused, pass.Stats().Packets)
+			t.Errorf("fail=%v: %s, refused %d, pass port saw %d", fail, rep.AccountingLine(), refused, pass.Stats().Packets)
 		}
 	}
+}
+
+// runRefusing replays mixed.pcap inline through the pipeline src into
+// outs, one of which refuses part of each batch (with an error when fail),
+// and returns the report and the packets dropped for the refusal: under
+// full, or under failed when fail, whose run must return the port's error.
+func runRefusing(t *testing.T, src string, outs Outputs, fail bool, full, failed string) (Report, uint64) {
+	t.Helper()
+	g, err := pipelines.Load("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, _ := rings.NewArena(rings.DefaultArenaOptions())
+	in, err := OpenReplay("../testdata/captures/mixed.pcap", arena, DefaultReplayOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Workers = 0
+	e, err := NewEngine(g, arena, in, outs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := e.Run(nil)
+	in.Close()
+	rep := e.Report()
+	want := full
+	if fail {
+		want = failed
+		if runErr == nil || !strings.Contains(runErr.Error(), "disk full") {
+			t.Errorf("%s: run error %v, want the refusing port's error", g.Name(), runErr)
+		}
+	} else if runErr != nil {
+		t.Fatal(runErr)
+	}
+	var refused uint64
+	for _, d := range rep.Drops {
+		if d.Reason == want {
+			refused = d.Packets
+		}
+	}
+	return rep, refused
 }

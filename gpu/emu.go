@@ -25,7 +25,6 @@ type emulator struct {
 	counters [][]uint64
 	wg       sync.WaitGroup
 	started  bool
-	err      error
 }
 
 func newEmulator() *emulator { return &emulator{mem: map[uint64][]byte{}} }

@@ -17,9 +17,8 @@ import (
 	"github.com/warpflow/warpflow/rings"
 )
 
-// captures returns the testdata captures and every capture of the shared
-// corpus: $WARPFLOW_CORPUS, else ../../shared/corpus beside the checkout,
-// else testdata/corpus after a merge of main.
+// captures returns the testdata captures and every capture of the corpus:
+// $WARPFLOW_CORPUS when set, else the repository's copy, testdata/corpus.
 func captures(t *testing.T) []string {
 	t.Helper()
 	files, _ := filepath.Glob("../testdata/captures/*.pcap")
@@ -27,7 +26,7 @@ func captures(t *testing.T) []string {
 		t.Fatal("no captures in ../testdata/captures")
 	}
 	var corpus []string
-	for _, dir := range []string{os.Getenv("WARPFLOW_CORPUS"), "../../shared/corpus", "/work/shared/corpus", "../testdata/corpus"} {
+	for _, dir := range []string{os.Getenv("WARPFLOW_CORPUS"), "../testdata/corpus"} {
 		if dir == "" {
 			continue
 		}
@@ -37,7 +36,7 @@ func captures(t *testing.T) []string {
 		}
 	}
 	if len(corpus) == 0 {
-		t.Log("no shared corpus found (set WARPFLOW_CORPUS); testdata captures only")
+		t.Log("no corpus found in testdata/corpus or $WARPFLOW_CORPUS; testdata captures only")
 	}
 	return append(files, corpus...)
 }

@@ -203,11 +203,7 @@ func TestBalanceDistribution(t *testing.T) {
 func TestBalanceZeroAlloc(t *testing.T) {
 	st := stMustBuild(t, balanceKind, `{to: [a, b, c, d]}`).NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-	idx := make([]uint16, b.Len())
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, b.Len())
+	idx, next := stDense(b.Len())
 	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
 		t.Fatalf("Process allocates %v times per batch", n)
 	}
@@ -217,11 +213,7 @@ func BenchmarkBalance(b *testing.B) {
 	st := stMustBuild(b, balanceKind, `{to: [a, b, c, d]}`).NewInstance()
 	const n = 64
 	batch := stFillBatch(b, stArena(b), stBenchPackets(b, n))
-	idx := make([]uint16, n)
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, n)
+	idx, next := stDense(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		st.Process(batch, idx, next)

@@ -169,11 +169,7 @@ func TestCountZeroAlloc(t *testing.T) {
 	for _, cfg := range []string{`{by: [protocol, vlan, class]}`, `{by: [protocol]}`} {
 		st := stMustBuild(t, countKind, cfg).NewInstance()
 		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-		idx := make([]uint16, b.Len())
-		for i := range idx {
-			idx[i] = uint16(i)
-		}
-		next := make([]Edge, b.Len())
+		idx, next := stDense(b.Len())
 		if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
 			t.Fatalf("%s: Process allocates %v times per batch", cfg, n)
 		}
@@ -190,11 +186,7 @@ func benchCount(b *testing.B, cfg string) {
 	st := stMustBuild(b, countKind, cfg).NewInstance()
 	const n = 64
 	batch := stFillBatch(b, stArena(b), stBenchPackets(b, n))
-	idx := make([]uint16, n)
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, n)
+	idx, next := stDense(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		st.Process(batch, idx, next)

@@ -40,14 +40,8 @@ func TestFilterBlobDifferential(t *testing.T) {
 		if s%10 == 0 {
 			n = 100 + rnd.IntN(400)
 		}
-		rules := make([]filterRule, n)
-		for i := range rules {
-			rules[i] = genRule(rnd)
-		}
-		metas := make([]rings.Meta, 64)
-		for i := range metas {
-			metas[i] = genMeta(rnd)
-		}
+		rules := genRules(rnd, n)
+		metas := genMetas(rnd, 64)
 		checkBlob(t, rules, metas)
 	}
 }

@@ -38,14 +38,8 @@ func TestFilterDifferential(t *testing.T) {
 		case 3:
 			n = 100 + rnd.IntN(400)
 		}
-		rules := make([]filterRule, n)
-		for i := range rules {
-			rules[i] = genRule(rnd)
-		}
-		metas := make([]rings.Meta, 64)
-		for i := range metas {
-			metas[i] = genMeta(rnd)
-		}
+		rules := genRules(rnd, n)
+		metas := genMetas(rnd, 64)
 		checkAgainstOracle(t, rules, metas)
 	}
 }
@@ -80,14 +74,8 @@ func FuzzFilterMatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &byteRand{b: data}
 		n := r.IntN(40)
-		rules := make([]filterRule, n)
-		for i := range rules {
-			rules[i] = genRule(r)
-		}
-		metas := make([]rings.Meta, 1+r.IntN(16))
-		for i := range metas {
-			metas[i] = genMeta(r)
-		}
+		rules := genRules(r, n)
+		metas := genMetas(r, 1+r.IntN(16))
 		checkAgainstOracle(t, rules, metas)
 	})
 }

@@ -114,8 +114,10 @@ func genRule(r intner) filterRule {
 	}
 	if r.IntN(6) == 0 {
 		fr.hasTCP = true
-		fr.tcpSet = uint8(r.IntN(256)) & uint8(r.IntN(256))
-		fr.tcpClear = uint8(r.IntN(256)) & uint8(r.IntN(256)) &^ fr.tcpSet
+		// The AND of two draws keeps about a quarter of the flags set.
+		set1, set2, clear1, clear2 := uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256))
+		fr.tcpSet = set1 & set2
+		fr.tcpClear = clear1 & clear2 &^ fr.tcpSet
 	}
 	if r.IntN(6) == 0 {
 		fr.hasClass = true
@@ -200,4 +202,22 @@ func (r *byteRand) IntN(n int) int {
 		}
 	}
 	return v % n
+}
+
+// genRules draws n rules with genRule.
+func genRules(r intner, n int) []filterRule {
+	rules := make([]filterRule, n)
+	for i := range rules {
+		rules[i] = genRule(r)
+	}
+	return rules
+}
+
+// genMetas draws n packets' metadata with genMeta.
+func genMetas(r intner, n int) []rings.Meta {
+	metas := make([]rings.Meta, n)
+	for i := range metas {
+		metas[i] = genMeta(r)
+	}
+	return metas
 }

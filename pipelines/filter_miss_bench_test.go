@@ -9,7 +9,7 @@ import (
 	"github.com/warpflow/warpflow/rings"
 )
 
-// benchShapedRules mirrors internal/bench's defaultPipelineN rule set: a
+// benchShapedRules mirrors benchshape.Default's rule set as rules: a
 // class rule, then IPv4 /32 and /24 source rules with ports, IPv4 /32
 // destinations and IPv6 /48 sources, in turn.
 func benchShapedRules(n int) []filterRule {

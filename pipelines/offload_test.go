@@ -68,15 +68,7 @@ stages:
 
 func planYAML(t *testing.T, src string, mode OffloadMode) *OffloadPlan {
 	t.Helper()
-	s, err := Parse("p.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := PlanOffload(s, g, mode)
+	_, p, err := LoadOffload("p.yaml", []byte(src), mode)
 	if err != nil {
 		t.Fatal(err)
 	}

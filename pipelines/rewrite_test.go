@@ -476,10 +476,9 @@ func TestRewriteTruncated(t *testing.T) {
 			if gopacket.FoldChecksum(gopacket.ComputeChecksum(ip[:20], 0)) != 0 && ^gopacket.FoldChecksum(gopacket.ComputeChecksum(ip[:20], 0)) != 0 {
 				t.Fatalf("%v cut %d: IPv4 header checksum wrong", proto, cut)
 			}
-			if sp := binary.BigEndian.Uint16(full[l4:]); cut >= l4+2 {
-				sp = 4000
-				if got := binary.BigEndian.Uint16(got[l4:]); got != sp {
-					t.Fatalf("%v cut %d: source port %d, want %d", proto, cut, got, sp)
+			if cut >= l4+2 {
+				if got := binary.BigEndian.Uint16(got[l4:]); got != 4000 {
+					t.Fatalf("%v cut %d: source port %d, want 4000", proto, cut, got)
 				}
 			}
 			if cut >= l4+4 {
@@ -568,11 +567,7 @@ func TestRewriteZeroAlloc(t *testing.T) {
 	tpl := stMustBuild(t, rewriteKind, rewriteCases[len(rewriteCases)-3].yaml) // everything
 	st := tpl.NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-	idx := make([]uint16, b.Len())
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, b.Len())
+	idx, next := stDense(b.Len())
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := range b.Meta {
 			b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
@@ -597,11 +592,7 @@ func rwBenchmark(b *testing.B, cfg string, resetTTL bool) {
 	if len(batch.Packet(0)) != 64 {
 		b.Fatalf("packet length %d, want 64", len(batch.Packet(0)))
 	}
-	idx := make([]uint16, n)
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, n)
+	idx, next := stDense(n)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -810,11 +801,7 @@ func TestRewriteFastPathsZeroAlloc(t *testing.T) {
 	for _, cfg := range rwFastCfgs {
 		st := stMustBuild(t, rewriteKind, cfg).NewInstance()
 		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-		idx := make([]uint16, b.Len())
-		for i := range idx {
-			idx[i] = uint16(i)
-		}
-		next := make([]Edge, b.Len())
+		idx, next := stDense(b.Len())
 		allocs := testing.AllocsPerRun(100, func() {
 			for i := range b.Meta {
 				b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive

@@ -1,12 +1,12 @@
 package pipelines
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/warpflow/warpflow/internal/benchshape"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -14,27 +14,7 @@ import (
 // rules-long filter that the bench traffic misses, SNAT plus MAC swap,
 // count by protocol), so the stages' share of the bench's target row can be
 // measured and profiled without the engine.
-func shapePipeline(rules int) string {
-	var sb strings.Builder
-	sb.WriteString("name: shape\nstages:\n  - {name: parse, type: parse}\n" +
-		"  - name: acl\n    type: filter\n    default: accept\n    rules:\n" +
-		"      - {class: malformed, action: \"drop:malformed\"}\n")
-	for i := 1; i < rules; i++ {
-		switch i % 4 {
-		case 0:
-			fmt.Fprintf(&sb, "      - {proto: tcp, src: 198.18.%d.%d/32, dst_port: %d, action: \"drop:r%d\"}\n", (i/256)%256, i%256, 1+i%60000, i%8)
-		case 1:
-			fmt.Fprintf(&sb, "      - {proto: udp, src: 198.19.%d.0/24, dst_port: %d-%d, action: \"drop:r%d\"}\n", i%256, 2000+i%1000, 2100+i%1000, i%8)
-		case 2:
-			fmt.Fprintf(&sb, "      - {dst: 203.0.%d.%d/32, action: \"drop:r%d\"}\n", (i/256)%256, i%256, i%8)
-		case 3:
-			fmt.Fprintf(&sb, "      - {src: \"2001:db8:%x::/48\", dst_port: %d, action: \"drop:r%d\"}\n", i, 1+i%60000, i%8)
-		}
-	}
-	sb.WriteString("  - {name: nat, type: rewrite, swap_macs: true, snat: {addr: 198.51.100.1, port: 4000}}\n" +
-		"  - {name: flows, type: count, by: [protocol]}\n  - {name: out, type: tx, port: sink}\n")
-	return sb.String()
-}
+func shapePipeline(rules int) string { return benchshape.Default("shape", rules) }
 
 // shapeCapture loads the bench capture into frames of a fresh arena and
 // returns their descriptors.

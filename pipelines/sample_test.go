@@ -76,11 +76,7 @@ func TestSampleTooMany(t *testing.T) {
 func TestSampleZeroAlloc(t *testing.T) {
 	st := stMustBuild(t, sampleKind, `{first: 10, file: x.pcap}`).NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
-	idx := make([]uint16, b.Len())
-	for i := range idx {
-		idx[i] = uint16(i)
-	}
-	next := make([]Edge, b.Len())
+	idx, next := stDense(b.Len())
 	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
 		t.Fatalf("Process allocates %v times per batch", n)
 	}

@@ -120,13 +120,19 @@ func stFillBatch(t testing.TB, a *rings.Arena, pkts [][]byte) *rings.Batch {
 
 // stRunAll runs st over every packet of b and returns the edges.
 func stRunAll(st Stage, b *rings.Batch) []Edge {
-	idx := make([]uint16, b.Len())
+	idx, next := stDense(b.Len())
+	st.Process(b, idx, next)
+	return next
+}
+
+// stDense returns the index vector of a whole batch of n packets (0 to
+// n-1, as the graph hands a stage every packet) and an edge vector for it.
+func stDense(n int) ([]uint16, []Edge) {
+	idx := make([]uint16, n)
 	for i := range idx {
 		idx[i] = uint16(i)
 	}
-	next := make([]Edge, b.Len())
-	st.Process(b, idx, next)
-	return next
+	return idx, make([]Edge, n)
 }
 
 // stMeta fills a Meta the way the parse stage does, from gopacket's decode.

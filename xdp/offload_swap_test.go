@@ -35,15 +35,7 @@ func kernelRulesOf(t *testing.T, rules string) *OffloadRules {
 	t.Helper()
 	src := "name: t\nstages:\n  - {name: parse, type: parse}\n  - name: f\n    type: filter\n    default: k\n    rules:\n" + rules +
 		"  - {name: out, type: tx, port: o}\n  - {name: k, type: pass}\n"
-	s, err := pipelines.Parse("t.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := pipelines.Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pipelines.PlanOffload(s, g, pipelines.OffloadAuto)
+	_, p, err := pipelines.LoadOffload("t.yaml", []byte(src), pipelines.OffloadAuto)
 	if err != nil {
 		t.Fatal(err)
 	}

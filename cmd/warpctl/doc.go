@@ -3,6 +3,9 @@
 //	warpctl replay [--pipeline FILE] [--workers N] [--out DIR [--force]] [--expect DIR] [--json] [CAPTURE...]
 //	warpctl validate [--json] PIPELINE.yaml...
 //	warpctl bench [--capture FILE] [--cpu N] [--json FILE]
+//	warpctl bench live [--setups A,B] [--modes rxonly,macswap] [--json FILE]   (root)
+//	warpctl lab up|down|status|xdp-pass   (root: the netns + veth test topology)
+//	warpctl gen [--count N] [--rate PPS] [--duration D] [--engine live|afxdp]   (root)
 //	warpctl version
 //	warpctl pipeline validate|load|swap|list|show|rm ...   (validate is offline)
 //	warpctl stats [--watch] | top [--sort KEY] | ports | capture start|stop|status

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,14 +193,42 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 		t.Fatalf("received %d, transmitted %d, outstanding %d; want %d, %d, 0", received, transmitted, tx.Outstanding(), first, first)
 	}
 	check("at rest")
-	// A second, larger wave while the loop runs.
-	const second = 20000
+	// A second, larger wave while the loop runs, sent in chunks with
+	// credit from the loop: a chunk goes out only once everything before
+	// it was received and completed, and a chunk is smaller than the fill
+	// and RX rings, so however late this goroutine is scheduled on a
+	// loaded machine the kernel never finds the fill ring empty (an
+	// unpaced wave lost frames to RXFillRingEmpty whenever the loop
+	// stalled for the ~80 ms the fill ring lasts at the generator's rate).
+	const second, chunk = 20000, 2000
+	var settled atomic.Uint64 // frames received with nothing outstanding, published by the loop
+	stop := make(chan struct{})
 	genErr := make(chan error, 1)
-	go func() { genErr <- sendErr(topo, second) }()
-	deadline = time.Now().Add(10 * time.Second)
+	go func() {
+		for sent := uint64(0); sent < second; sent += chunk {
+			for settled.Load() < first+sent {
+				select {
+				case <-stop:
+					genErr <- fmt.Errorf("the loop stopped before the chunk at %d was sent", sent)
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if err := sendErr(topo, chunk); err != nil {
+				genErr <- err
+				return
+			}
+		}
+		genErr <- nil
+	}()
+	deadline = time.Now().Add(60 * time.Second)
 	for (received < first+second || tx.Outstanding() > 0) && time.Now().Before(deadline) {
 		step()
+		if tx.Outstanding() == 0 {
+			settled.Store(received)
+		}
 	}
+	close(stop)
 	if err := <-genErr; err != nil {
 		t.Fatal(err)
 	}

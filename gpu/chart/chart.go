@@ -3,13 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"image/color"
 	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/warpflow/warpflow/internal/chartutil"
 )
 
 // Result is one row of a TestGPUBench run (its benchResult).
@@ -80,22 +81,6 @@ func stats(f File, latency bool) []stat {
 	return out
 }
 
-// errBars are min..max ranges around the medians.
-type errBars struct {
-	xy     plotter.XYs
-	lo, hi []float64
-}
-
-func (e errBars) Len() int                        { return len(e.xy) }
-func (e errBars) XY(i int) (float64, float64)     { return e.xy[i].X, e.xy[i].Y }
-func (e errBars) XError(i int) (float64, float64) { return e.xy[i].X - e.lo[i], e.hi[i] - e.xy[i].X }
-
-var (
-	colCUDA   = color.RGBA{R: 40, G: 110, B: 200, A: 255}
-	colCPU    = color.RGBA{R: 150, G: 150, B: 150, A: 255}
-	colTarget = color.RGBA{R: 210, G: 30, B: 30, A: 255}
-)
-
 // Throughput draws every throughput row as a horizontal bar at its median
 // Mpps with the runs' range as a whisker; red marks: 100 Mpps for the
 // CUDA rows at 10 000 rules, the CPU workers' median for those at 100 000.
@@ -116,7 +101,7 @@ func Throughput(f File, path string) error {
 	n := len(st)
 	cuda, cpuv := make(plotter.Values, n), make(plotter.Values, n)
 	names := make([]string, n)
-	var eb errBars
+	var eb chartutil.Ranges
 	var targets plotter.XYs
 	maxX := 0.0
 	for i, s := range st {
@@ -134,22 +119,16 @@ func Throughput(f File, path string) error {
 				targets = append(targets, plotter.XY{X: cpu[s.rules], Y: float64(y)})
 			}
 		}
-		eb.xy = append(eb.xy, plotter.XY{X: s.med, Y: float64(y)})
-		eb.lo, eb.hi = append(eb.lo, s.lo), append(eb.hi, s.hi)
+		eb.Add(s.med, float64(y), s.lo, s.hi)
 		maxX = max(maxX, s.hi)
 	}
-	for _, g := range []struct {
-		v plotter.Values
-		c color.Color
-	}{{cpuv, colCPU}, {cuda, colCUDA}} {
-		b, err := plotter.NewBarChart(g.v, vg.Points(12))
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		b.Horizontal, b.Color, b.LineStyle.Width = true, g.c, 0
-		p.Add(b)
+	if err := chartutil.AddHBars(p, cpuv, vg.Points(12), chartutil.Grey); err != nil {
+		return err
 	}
-	if err := addMarks(p, eb, targets); err != nil {
+	if err := chartutil.AddHBars(p, cuda, vg.Points(12), chartutil.Blue); err != nil {
+		return err
+	}
+	if err := chartutil.AddRangesAndTargets(p, eb, targets); err != nil {
 		return err
 	}
 	p.NominalY(names...)
@@ -172,7 +151,7 @@ func Latency(f File, path string) error {
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	n := len(st)
 	names := make([]string, n)
-	var eb errBars
+	var eb chartutil.Ranges
 	var meds, p99s, targets plotter.XYs
 	maxX := 0.0
 	for i, s := range st {
@@ -180,8 +159,7 @@ func Latency(f File, path string) error {
 		names[n-1-i] = fmt.Sprintf("batch %d", s.batch)
 		meds = append(meds, plotter.XY{X: s.med, Y: y})
 		p99s = append(p99s, plotter.XY{X: s.p99, Y: y})
-		eb.xy = append(eb.xy, plotter.XY{X: s.med, Y: y})
-		eb.lo, eb.hi = append(eb.lo, s.lo), append(eb.hi, s.hi)
+		eb.Add(s.med, y, s.lo, s.hi)
 		maxX = max(maxX, s.p99, s.hi)
 		if s.batch == 1 {
 			targets = append(targets, plotter.XY{X: 5, Y: y})
@@ -195,34 +173,15 @@ func Latency(f File, path string) error {
 		if err != nil {
 			return fmt.Errorf("chart: %w", err)
 		}
-		s.GlyphStyle.Shape, s.GlyphStyle.Color, s.GlyphStyle.Radius = g.shape, colCUDA, vg.Points(4)
+		s.GlyphStyle.Shape, s.GlyphStyle.Color, s.GlyphStyle.Radius = g.shape, chartutil.Blue, vg.Points(4)
 		p.Add(s)
 	}
-	if err := addMarks(p, eb, targets); err != nil {
+	if err := chartutil.AddRangesAndTargets(p, eb, targets); err != nil {
 		return err
 	}
 	p.NominalY(names...)
 	p.X.Min, p.X.Max = 2, maxX*1.5
 	return save(p, n, path)
-}
-
-func addMarks(p *plot.Plot, eb errBars, targets plotter.XYs) error {
-	e, err := plotter.NewXErrorBars(eb)
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	e.LineStyle.Width = vg.Points(1.2)
-	p.Add(e)
-	if len(targets) > 0 {
-		s, err := plotter.NewScatter(targets)
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		s.GlyphStyle.Shape, s.GlyphStyle.Color, s.GlyphStyle.Radius = draw.PyramidGlyph{}, colTarget, vg.Points(4)
-		p.Add(s)
-	}
-	p.Add(plotter.NewGrid())
-	return nil
 }
 
 func save(p *plot.Plot, rows int, path string) error {

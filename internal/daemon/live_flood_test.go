@@ -23,9 +23,9 @@ import (
 )
 
 var (
-	floodSeconds = flag.Duration("flood.duration", time.Second, "TestLiveFloodSplit: length of each phase (BENCHMARKS.md used 5s)")
-	floodRepeats = flag.Int("flood.repeats", 1, "TestLiveFloodSplit: rounds of the three phases, interleaved")
-	floodNAPI    = flag.String("flood.napi", "default", "TestLiveFloodSplit: lab NAPI, default (dp0's softirq on the sender's core) or threaded (dp0's and dp1's NAPI threads pinned to the daemon's core)")
+	floodDuration = flag.Duration("flood.duration", time.Second, "TestLiveFloodSplit: length of each phase (BENCHMARKS.md used 5s)")
+	floodRepeats  = flag.Int("flood.repeats", 1, "TestLiveFloodSplit: rounds of the three phases, interleaved")
+	floodNAPI     = flag.String("flood.napi", "default", "TestLiveFloodSplit: lab NAPI, default (dp0's softirq on the sender's core) or threaded (dp0's and dp1's NAPI threads pinned to the daemon's core)")
 )
 
 // floodPipeline drops flows 0-8 of the generator's ten (UDP source ports
@@ -251,7 +251,7 @@ func TestLiveFloodSplit(t *testing.T) {
 	if err := lab.AttachDrop(topo.Sink.Namespace, topo.Sink.Name); err != nil {
 		t.Fatal(err)
 	}
-	d := *floodSeconds
+	d := *floodDuration
 	var rounds [][3]floodPhase
 	for r := 0; r < *floodRepeats; r++ {
 		on := runFloodPhase(t, topo, pipeline, "flood, split on", "auto", 10, 1024, 0, d)

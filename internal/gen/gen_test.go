@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,13 +211,19 @@ func TestFlowsArrive(t *testing.T) {
 	}
 	defer conn.Close()
 	const flows, per = 20, 5
+	// An skb made from an XDP frame carries a whole page of truesize, so the
+	// default receive buffer holds only ~50 of the 100 frames: a reader
+	// scheduled late on a loaded machine lost the rest. 4 MiB holds every
+	// frame of a run however late the reader runs (SO_RCVBUFFORCE: root may
+	// pass net.core.rmem_max, which caps SetReadBuffer).
+	if err := forceReadBuffer(conn, 4<<20); err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range []Engine{EngineLive, EngineAFXDP} {
 		o := labOptions(topo, e, flows*per)
 		o.Flows = flows
 		o.DstIP = lab.DP0Addr.Addr()
 		o.Rate = 2000
-		// Read while sending: an skb made from an XDP frame carries a whole
-		// page of truesize, so the default receive buffer holds only ~50.
 		seen := map[int]int{}
 		rerr := make(chan error, 1)
 		go func() {
@@ -244,6 +252,24 @@ func TestFlowsArrive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forceReadBuffer sets conn's receive buffer to bytes past the sysctl cap.
+func forceReadBuffer(conn *net.UDPConn, bytes int) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, bytes)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_RCVBUFFORCE %d: %w", bytes, serr)
+	}
+	return nil
 }
 
 // TestCaptureLoop loops a capture with both engines: dp0 receives exactly

@@ -54,12 +54,6 @@ func taskCPUs(tid int) ([]int, error) {
 	return cpus, nil
 }
 
-// kthread is a kernel thread found by name.
-type kthread struct {
-	PID  int    `json:"pid"`
-	Comm string `json:"comm"`
-}
-
 // napiThreads lists the threaded-NAPI kernel threads of interfaces named
 // iface (napi/IFACE-ID). Kernel threads live in no network namespace, so
 // another lab's dp0 shows here too: callers compare lists taken before and

@@ -33,13 +33,12 @@ type sent struct {
 }
 
 type harness struct {
-	t       testing.TB
-	ex      workers.Executor
-	cfg     Config
-	sent    []sent // by batch number
-	next    int    // next batch number to submit
-	done    int    // batches completed and released
-	pending *rings.Batch
+	t    testing.TB
+	ex   workers.Executor
+	cfg  Config
+	sent []sent // by batch number
+	next int    // next batch number to submit
+	done int    // batches completed and released
 }
 
 // Run drives ex through the protocol on the calling goroutine (producer

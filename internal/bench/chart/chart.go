@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/warpflow/warpflow/internal/bench"
+	"github.com/warpflow/warpflow/internal/chartutil"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -173,18 +174,11 @@ func Chart(res bench.Result, ranges *Ranges, path string) error {
 		return fmt.Errorf("chart: no measured rows")
 	}
 	w := vg.Points(16)
-	for _, b := range []struct {
-		v plotter.Values
-		c color.Color
-	}{{base, color.RGBA{R: 150, G: 150, B: 150, A: 255}}, {ours, color.RGBA{R: 40, G: 110, B: 200, A: 255}}} {
-		bc, err := plotter.NewBarChart(b.v, w)
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		bc.Horizontal = true
-		bc.Color = b.c
-		bc.LineStyle.Width = 0
-		p.Add(bc)
+	if err := chartutil.AddHBars(p, base, w, chartutil.Grey); err != nil {
+		return err
+	}
+	if err := chartutil.AddHBars(p, ours, w, chartutil.Blue); err != nil {
+		return err
 	}
 	if len(bars.XYs) > 0 {
 		eb, err := plotter.NewXErrorBars(bars)

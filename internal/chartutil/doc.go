@@ -1,0 +1,6 @@
+// Package chartutil holds what the benchmark chart commands
+// (internal/bench/chart, internal/livebench/chart, gpu/chart) draw alike:
+// the project's colours, horizontal median bars, min..max whiskers around
+// them and red target marks. Only those commands import it, so that no
+// other binary carries the plotting modules.
+package chartutil
