@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -165,7 +166,22 @@ func TestRealworldLargeFrames(t *testing.T) {
 // like a full one; nothing is called malformed, every packet is flagged as
 // cut by the capture, and the headers-only bytes are what is written.
 func TestRealworldSnaplen96(t *testing.T) {
-	rep, out, err := replayReal(t, realDir+"snaplen-96.pcap", nil)
+	// Inline and with workers, streamed and preloaded: in worker mode the
+	// metadata is deferred to the worker (rings.Batch.DeferMeta), and the
+	// ports' cut flag must survive it, or parse calls the packets
+	// malformed.
+	for _, tc := range []struct {
+		workers int
+		preload bool
+	}{{0, false}, {2, false}, {0, true}, {2, true}} {
+		t.Run(fmt.Sprintf("workers=%d/preload=%v", tc.workers, tc.preload), func(t *testing.T) {
+			testSnaplen96(t, func(cfg *ReplayConfig) { cfg.Engine.Workers, cfg.Replay.Preload = tc.workers, tc.preload })
+		})
+	}
+}
+
+func testSnaplen96(t *testing.T, edit func(*ReplayConfig)) {
+	rep, out, err := replayReal(t, realDir+"snaplen-96.pcap", edit)
 	if err != nil {
 		t.Fatal(err)
 	}
