@@ -135,9 +135,10 @@ func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 // goroutine fills and another processes (a worker slot) defers it so that
 // the metadata, which the processing side writes anyway, is written on
 // that side: clearing it on the filling side costs a cache-line transfer
-// per 64 bytes of Meta, both ways. While it is deferred, Meta holds stale
-// values from index lazyFrom on: whoever reads or writes Meta before
-// processing must call SettleMeta first.
+// per 64 bytes of Meta, both ways. While it is deferred, the Meta of the
+// packets appended since the last SettleMeta holds stale values: whoever
+// reads or writes Meta before processing calls SettleMeta first. SetLen
+// to a non-zero length settles first; Clear drops what was deferred.
 func (b *Batch) DeferMeta(on bool) {
 	if !on {
 		b.SettleMeta()
