@@ -290,6 +290,7 @@ func checkTargets(rows []Row) []Target {
 		{Name: "parse + macswap >= dpdk-testpmd macswap", Row: RowMacswap, Base: RowTestpmd, Want: 1},
 		{Name: "parse + macswap >= dpdk-testpmd io", Row: RowMacswap, Base: RowTestpmdIO, Want: 1},
 		{Name: "default pipeline (1000 rules) >= 2x gopacket decode", Row: RowDefault1k, Base: RowGopacket, Want: 2},
+		{Name: "default pipeline (1000 rules) >= dpdk-testpmd macswap", Row: RowDefault1k, Base: RowTestpmd, Want: 1},
 		// The targets are against the obvious program (the default
 		// map container). The same goals against gopacket's fastest
 		// container are printed too, so nobody has to guess how much of a
