@@ -160,7 +160,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			d.log.Info("queue up", "interface", in.Name, "queue", qi,
 				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
 				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
-				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu)
+				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu,
+				"workers", len(qq.eng.WorkerStats()))
 			inPort++
 		}
 	}

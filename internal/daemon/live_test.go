@@ -289,9 +289,11 @@ interfaces:
   - {name: dp0, attach: native, bind: auto}
   - {name: dp1, receive: false, bind: auto}
 ports: {out0: dp1}
-workers_per_queue: 0
 stats_interval: 0s
 %s`, abs, extra)
+	if !strings.Contains(extra, "workers_per_queue:") {
+		cfg += "workers_per_queue: 0\n"
+	}
 	path := filepath.Join(t.TempDir(), "warpflowd.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -491,14 +493,17 @@ func xdpAttached(t *testing.T, ns, iface string) bool {
 // the daemon's counters must match the replay's and balance, and its frame
 // accounting must sum to the frame count with every frame home.
 func TestLiveForwardMatchesReplay(t *testing.T) {
-	t.Run("shared umem", func(t *testing.T) { testForward(t, false) })
+	t.Run("shared umem", func(t *testing.T) { testForward(t, 0, false) })
 	// The fallback for kernels that refuse to share a UMEM across
 	// devices, forced: dp1 copies each packet into a UMEM of its own, and
 	// counts it.
-	t.Run("copying output", func(t *testing.T) { testForward(t, true) })
+	t.Run("copying output", func(t *testing.T) { testForward(t, 0, true) })
+	// The same through a worker pool: the I/O loop hands each batch to a
+	// worker slot and completes it in order.
+	t.Run("one worker", func(t *testing.T) { testForward(t, 1, false) })
 }
 
-func testForward(t *testing.T, txCopy bool) {
+func testForward(t *testing.T, workers int, txCopy bool) {
 	requireLive(t, "tcpreplay", "tcpdump")
 	const pipeline = "../../testdata/live/lab-forward.yaml"
 	const capture = "../../testdata/captures/mixed.pcap"
@@ -509,10 +514,13 @@ func testForward(t *testing.T, txCopy bool) {
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, fmt.Sprintf("track_frames: true\ntx_copy: %v\n", txCopy)), "--stats-interval", "50ms")
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, fmt.Sprintf("track_frames: true\ntx_copy: %v\nworkers_per_queue: %d\n", txCopy, workers)), "--stats-interval", "50ms")
 	up := d.waitFor(t, "queue up", 10*time.Second)
 	if up["attach"] != "native" || up["bind"] != "copy" {
 		t.Errorf("veth granted attach=%v bind=%v, want native and copy (veth has no zero-copy)", up["attach"], up["bind"])
+	}
+	if n := num(up, "workers"); n != uint64(workers) {
+		t.Errorf("queue up with %d workers, want %d", n, workers)
 	}
 	d.waitFor(t, "running", 5*time.Second)
 
