@@ -22,7 +22,6 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/control"
-	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
 )
 
@@ -167,41 +166,19 @@ func socketOf(d *daemonProc) string {
 func TestLiveSwapUnderLoad(t *testing.T) {
 	requireLive(t, "tcpreplay", "tcpdump", "curl")
 	dir := t.TempDir()
-	pa, pb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	os.WriteFile(pa, []byte(liveSwapA), 0o644)
-	os.WriteFile(pb, []byte(liveSwapB), 0o644)
+	pa, pb := writePipeline(t, dir, "a", liveSwapA), writePipeline(t, dir, "b", liveSwapB)
 	const n = 100000 // 5 s at 20 kpps: time for 100 swaps even with a -race daemon
 	capture := seqCapture(t, n)
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pa, swapBuffers), "--metrics-addr", "127.0.0.1:0")
-	d.waitFor(t, "running", 10*time.Second)
-	m := d.waitFor(t, "metrics", 5*time.Second)
-	metricsAddr, _ := m["listen"].(string)
-	sock := socketOf(d)
-	c := client.New(sock)
-	ctx := context.Background()
-	if _, stderr, code := warpctl(t, sock, "pipeline", "load", pb); code != 0 {
-		t.Fatalf("pipeline load: exit %d: %s", code, stderr)
-	}
+	lc := startControlled(t, topo, pa, swapBuffers, pb)
+	d, sock, c, ctx := lc.d, lc.sock, lc.c, context.Background()
 
 	sent := make(chan int, 1)
 	go func() { sent <- tcpreplay(t, topo, capture, 20000) }()
 	// Wait for traffic, then swap 100 times while it flows.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		s, err := c.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Totals.Received > 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no traffic reached the daemon")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTraffic(t, c, 1000)
 	var activeNs []int64
 	for i := range 100 {
 		to := "b"
@@ -228,16 +205,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	if nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
-	var st control.Stats
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		st, _ = c.Stats(ctx)
-		if xdpSeen(st) >= n && st.Totals.Received >= xdpSeen(st) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the last frames through the sink's veth to tcpdump
-	st, _ = c.Stats(ctx)
+	st := statsAfterReplay(t, c, n)
 	if st.Generation != 101 || st.Swaps != 100 || st.Pipeline != "a" {
 		t.Fatalf("after 100 swaps: generation %d, swaps %d, pipeline %s", st.Generation, st.Swaps, st.Pipeline)
 	}
@@ -247,7 +215,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 		t.Fatalf("received %d of %d: transmitted %d, drops %v, passed %d, balanced %v", tot.Received, n, tot.Transmitted, tot.Drops, tot.Passed, tot.Balanced)
 	}
 	// The quiesced daemon: /metrics and `warpctl stats --json` agree.
-	checkMetricsMatchStats(t, topo.DP0.Namespace, metricsAddr, sock)
+	checkMetricsMatchStats(t, topo.DP0.Namespace, lc.metricsAddr, sock)
 
 	// An invalid load: refused with the precise error, nothing changed.
 	bad := filepath.Join(dir, "bad.yaml")
@@ -308,12 +276,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 		}
 	}
 
-	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
-		t.Fatalf("warpflowd exited %d", code)
-	}
-	frames := sink.stop(t)
-	t.Logf("links after the run (a frame the sink's ring had no room for is dp1's tx_dropped): dp1 %s, sink0 %s",
-		linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
+	frames := stopWithSink(t, d, sink, topo)
 	checkSwapSink(t, frames, n, tot, lostBefore)
 	var maxActive int64
 	for _, ns := range activeNs {

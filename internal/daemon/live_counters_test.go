@@ -93,26 +93,14 @@ func setCounter(s control.Stats, stage, key string) uint64 {
 func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	requireLive(t, "tcpreplay", "curl")
 	dir := t.TempDir()
-	pa, pa2, pc := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "a2.yaml"), filepath.Join(dir, "c.yaml")
-	os.WriteFile(pa, fmt.Appendf(nil, liveCounted, "a"), 0o644)
-	os.WriteFile(pa2, fmt.Appendf(nil, liveCounted, "a2"), 0o644)
-	os.WriteFile(pc, []byte(liveCountedC), 0o644)
+	pa, pa2 := writePipeline(t, dir, "a", fmt.Sprintf(liveCounted, "a")), writePipeline(t, dir, "a2", fmt.Sprintf(liveCounted, "a2"))
+	pc := writePipeline(t, dir, "c", liveCountedC)
 	const n = 400
 	capture := seqCapture(t, n)
 
 	topo := newLab(t)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pa, "offload: none\n"), "--metrics-addr", "127.0.0.1:0")
-	d.waitFor(t, "running", 10*time.Second)
-	m := d.waitFor(t, "metrics", 5*time.Second)
-	metricsAddr, _ := m["listen"].(string)
-	sock := socketOf(d)
-	c := client.New(sock)
-	ctx := context.Background()
-	for _, p := range []string{pa2, pc} {
-		if _, stderr, code := warpctl(t, sock, "pipeline", "load", p); code != 0 {
-			t.Fatalf("pipeline load %s: exit %d: %s", p, code, stderr)
-		}
-	}
+	lc := startControlled(t, topo, pa, "offload: none\n", pa2, pc)
+	d, metricsAddr, sock, c, ctx := lc.d, lc.metricsAddr, lc.sock, lc.c, context.Background()
 	capFile := filepath.Join(dir, "acl.pcap")
 	const capCount = 500 // more than the 300 the first pipeline lets out of acl
 	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", fmt.Sprint(capCount), "--file", capFile); code != 0 {

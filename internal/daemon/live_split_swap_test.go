@@ -4,17 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/warpflow/warpflow/internal/control"
-	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
 )
 
@@ -93,44 +89,21 @@ func xdpSeen(s control.Stats) uint64 {
 func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	requireLive(t, "tcpreplay", "tcpdump", "curl")
 	dir := t.TempDir()
-	pk, pw := filepath.Join(dir, "k.yaml"), filepath.Join(dir, "w.yaml")
-	os.WriteFile(pk, []byte(liveSplitK), 0o644)
-	os.WriteFile(pw, []byte(liveSplitW), 0o644)
+	pk, pw := writePipeline(t, dir, "k", liveSplitK), writePipeline(t, dir, "w", liveSplitW)
 	const n, pps, swaps = 80000, 20000, 40 // 4 s of traffic
 	capture := seqCapture(t, n)
 
 	topo := newLab(t)
 	sink := startSinkCapture(t, topo)
-	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pk, "offload: auto\n"+swapBuffers), "--metrics-addr", "127.0.0.1:0")
-	split := d.waitFor(t, "pipeline split", 10*time.Second)
-	if num(split, "kernel_rules") != 1 {
+	lc := startControlled(t, topo, pk, "offload: auto\n"+swapBuffers, pw)
+	d, sock, c, ctx := lc.d, lc.sock, lc.c, context.Background()
+	if split := d.waitFor(t, "pipeline split", 10*time.Second); num(split, "kernel_rules") != 1 {
 		t.Fatalf("K's split: %v", split)
-	}
-	d.waitFor(t, "running", 10*time.Second)
-	m := d.waitFor(t, "metrics", 5*time.Second)
-	metricsAddr, _ := m["listen"].(string)
-	sock := socketOf(d)
-	c := client.New(sock)
-	ctx := context.Background()
-	if _, stderr, code := warpctl(t, sock, "pipeline", "load", pw); code != 0 {
-		t.Fatalf("pipeline load: exit %d: %s", code, stderr)
 	}
 
 	sent := make(chan int, 1)
 	go func() { sent <- tcpreplay(t, topo, capture, pps) }()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		s, err := c.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Totals.Received > 1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no traffic reached the daemon")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTraffic(t, c, 1000)
 	for i := range swaps {
 		to := "w"
 		if i%2 == 1 {
@@ -147,16 +120,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	if nsent := <-sent; nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
-	var st control.Stats
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		st, _ = c.Stats(ctx)
-		if xdpSeen(st) >= n && st.Totals.Received >= xdpSeen(st) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the last frames through the sink's veth to tcpdump
-	st, _ = c.Stats(ctx)
+	st := statsAfterReplay(t, c, n)
 	if st.Generation != swaps+1 || st.Swaps != swaps || st.Pipeline != "k" {
 		t.Fatalf("after %d swaps: generation %d, swaps %d, pipeline %s", swaps, st.Generation, st.Swaps, st.Pipeline)
 	}
@@ -176,14 +140,9 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	t.Logf("nine dropped %d times: %d in the kernel, %d on the workers", tot.Drops["nine"], tot.XDPDropped, workerDrops)
 
 	checkShowSplit(t, sock, st)
-	checkMetricsMatchStats(t, topo.DP0.Namespace, metricsAddr, sock)
+	checkMetricsMatchStats(t, topo.DP0.Namespace, lc.metricsAddr, sock)
 
-	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
-		t.Fatalf("warpflowd exited %d", code)
-	}
-	frames := sink.stop(t)
-	t.Logf("links after the run (a frame the sink's ring had no room for is dp1's tx_dropped): dp1 %s, sink0 %s",
-		linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
+	frames := stopWithSink(t, d, sink, topo)
 	seenAt := make([]bool, n)
 	var atSink, missing uint64
 	for _, f := range frames {

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -24,6 +25,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/vishvananda/netlink"
 	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/pipelines"
 )
@@ -813,4 +816,93 @@ func TestSetupErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writePipeline writes a pipeline's text to dir/name.yaml and returns the
+// path.
+func writePipeline(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// liveControl is a running warpflowd reached through its control socket,
+// with /metrics on.
+type liveControl struct {
+	d           *daemonProc
+	metricsAddr string
+	sock        string
+	c           *client.Client
+}
+
+// startControlled starts warpflowd in dp0's namespace on pipeline (extra:
+// more config lines) with /metrics on, waits until it runs and serves
+// metrics, and loads the pipelines in load through warpctl.
+func startControlled(t *testing.T, topo *lab.Topology, pipeline, extra string, load ...string) liveControl {
+	t.Helper()
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, pipeline, extra), "--metrics-addr", "127.0.0.1:0")
+	d.waitFor(t, "running", 10*time.Second)
+	m := d.waitFor(t, "metrics", 5*time.Second)
+	lc := liveControl{d: d, sock: socketOf(d)}
+	lc.metricsAddr, _ = m["listen"].(string)
+	lc.c = client.New(lc.sock)
+	for _, p := range load {
+		if _, stderr, code := warpctl(t, lc.sock, "pipeline", "load", p); code != 0 {
+			t.Fatalf("pipeline load %s: exit %d: %s", p, code, stderr)
+		}
+	}
+	return lc
+}
+
+// waitTraffic waits (10 s at most) until the daemon received more than n
+// packets.
+func waitTraffic(t *testing.T, c *client.Client, n uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s, err := c.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Totals.Received > n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no traffic reached the daemon")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// statsAfterReplay waits (5 s at most) until the XDP programs saw n
+// packets and the daemon received all they saw, gives the last frames
+// time to pass the sink's veth to tcpdump, and returns the stats then.
+func statsAfterReplay(t *testing.T, c *client.Client, n int) control.Stats {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, _ := c.Stats(ctx)
+		if xdpSeen(st) >= uint64(n) && st.Totals.Received >= xdpSeen(st) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st, _ := c.Stats(ctx)
+	return st
+}
+
+// stopWithSink stops d with SIGTERM (it must exit 0), then the sink's
+// capture, logs the links' counters and returns the sink's frames.
+func stopWithSink(t *testing.T, d *daemonProc, sink *sinkCapture, topo *lab.Topology) [][]byte {
+	t.Helper()
+	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Fatalf("warpflowd exited %d", code)
+	}
+	frames := sink.stop(t)
+	t.Logf("links after the run (a frame the sink's ring had no room for is dp1's tx_dropped): dp1 %s, sink0 %s",
+		linkCounters(t, topo.DP1.Namespace, topo.DP1.Name), linkCounters(t, topo.Sink.Namespace, topo.Sink.Name))
+	return frames
 }
