@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
-	"github.com/warpflow/warpflow/rings"
 )
 
 // liveA and liveA2 differ only in their names: every stage is configured
@@ -43,6 +41,36 @@ func counterOf(m map[string][]pipelines.Counter, stage, key string) pipelines.Co
 	return pipelines.Counter{}
 }
 
+// newLiveEngine is an engine running g on loopingReplay's packets into a
+// seqSink as port a (seqs and calls: the capacity of its records), its
+// options DefaultOptions changed by tune; outs are its outputs.
+func newLiveEngine(t *testing.T, g *pipelines.Graph, seqs, calls int, tune func(*Options)) (*Engine, Outputs) {
+	t.Helper()
+	arena, rp := loopingReplay(t)
+	sink := &seqSink{name: "a", seqs: make([]uint64, 0, seqs), calls: make([]uint64, 0, calls)}
+	outs := Outputs{Ports: map[string]Port{"a": sink}}
+	o := DefaultOptions()
+	tune(&o)
+	e, err := NewEngine(g, arena, seqPort{rp}, outs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, outs
+}
+
+// runLive runs e in a goroutine until stop is called or the test ends;
+// stop returns what RunContext returned.
+func runLive(t *testing.T, e *Engine) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- e.RunContext(ctx, nil) }()
+	t.Cleanup(cancel)
+	return func() error {
+		cancel()
+		return <-runErr
+	}
+}
+
 // waitCounter polls until stage's key counts more than past (bounded).
 func waitCounter(t *testing.T, e *Engine, stage, key string, past uint64) uint64 {
 	t.Helper()
@@ -66,28 +94,8 @@ func waitCounter(t *testing.T, e *Engine, stage, key string, past uint64) uint64
 // is what was received.
 func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 	ga, ga2, gc := liveGraph(t, "a", 9, "nine"), liveGraph(t, "a2", 9, "nine"), liveGraph(t, "c", 7, "seven")
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := DefaultReplayOptions()
-	ro.Preload, ro.Loops = true, -1
-	rp, err := NewReplay("swap.pcap", bytes.NewReader(swapCapture(t, 1024)), arena, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &seqSink{name: "a", seqs: make([]uint64, 0, 1<<16), calls: make([]uint64, 0, 1<<12)}
-	outs := Outputs{Ports: map[string]Port{"a": sink}}
-	o := DefaultOptions()
-	o.Timing = false
-	e, err := NewEngine(ga, arena, seqPort{rp}, outs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- e.RunContext(ctx, nil) }()
+	e, outs := newLiveEngine(t, ga, 1<<16, 1<<12, func(o *Options) { o.Timing = false })
+	stop := runLive(t, e)
 
 	// Live, before any swap: the rule's hits and the sampler's counts grow.
 	n1 := waitCounter(t, e, "acl", "rule[0]", 0)
@@ -128,8 +136,7 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 		t.Fatalf("samples went from %+v to %+v across the swap", samplesBefore, s)
 	}
 	waitCounter(t, e, "acl", "rule[0]", 0)
-	cancel()
-	if err := <-runErr; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -177,24 +184,8 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 // swap too, while another goroutine's reads are not part of the turn.
 func TestStageCountersNoAllocs(t *testing.T) {
 	ga, ga2 := liveGraph(t, "a", 9, "nine"), liveGraph(t, "a2", 9, "nine")
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := DefaultReplayOptions()
-	ro.Preload, ro.Loops = true, -1
-	rp, err := NewReplay("swap.pcap", bytes.NewReader(swapCapture(t, 1024)), arena, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &seqSink{name: "a", seqs: make([]uint64, 0, 1<<20), calls: make([]uint64, 0, 1<<16)}
-	outs := Outputs{Ports: map[string]Port{"a": sink}}
-	o := DefaultOptions()
-	o.Workers = 0 // inline: the test drives the loop turn itself
-	e, err := NewEngine(ga, arena, seqPort{rp}, outs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Workers 0, inline: the test drives the loop turn itself.
+	e, outs := newLiveEngine(t, ga, 1<<20, 1<<16, func(o *Options) { o.Workers = 0 })
 	b := e.inline
 	turn := func() {
 		p := e.cur
@@ -238,28 +229,8 @@ func TestStageCountersNoAllocs(t *testing.T) {
 // none missing around the swap, before and after it.
 func TestTapAcrossSwap(t *testing.T) {
 	ga, ga2 := liveGraph(t, "a", 9, "nine"), liveGraph(t, "a2", 9, "nine")
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := DefaultReplayOptions()
-	ro.Preload, ro.Loops = true, -1
-	rp, err := NewReplay("swap.pcap", bytes.NewReader(swapCapture(t, 1024)), arena, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &seqSink{name: "a", seqs: make([]uint64, 0, 1<<16), calls: make([]uint64, 0, 1<<12)}
-	outs := Outputs{Ports: map[string]Port{"a": sink}}
-	o := DefaultOptions()
-	o.Timing = false
-	e, err := NewEngine(ga, arena, seqPort{rp}, outs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- e.RunContext(ctx, nil) }()
+	e, outs := newLiveEngine(t, ga, 1<<16, 1<<12, func(o *Options) { o.Timing = false })
+	stop := runLive(t, e)
 	for e.Snapshot().Received < 2048 {
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -302,8 +273,7 @@ func TestTapAcrossSwap(t *testing.T) {
 		time.Sleep(200 * time.Microsecond)
 	}
 	drain()
-	cancel()
-	if err := <-runErr; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if tap.Missed() != 0 {

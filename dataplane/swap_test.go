@@ -104,6 +104,23 @@ func swapCapture(t testing.TB, n int) []byte {
 	return buf.Bytes()
 }
 
+// loopingReplay is a 4096-frame arena and a preloaded replay of
+// swapCapture's 1024 packets into it that loops until stopped.
+func loopingReplay(t testing.TB) (*rings.Arena, *ReplayPort) {
+	t.Helper()
+	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := DefaultReplayOptions()
+	ro.Preload, ro.Loops = true, -1
+	rp, err := NewReplay("swap.pcap", bytes.NewReader(swapCapture(t, 1024)), arena, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arena, rp
+}
+
 type swapRig struct {
 	e      *Engine
 	ga, gb *pipelines.Graph
@@ -120,16 +137,7 @@ func newSwapRig(t testing.TB, workersA, workersB, batchA, batchB int, tune ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := DefaultReplayOptions()
-	ro.Preload, ro.Loops = true, -1
-	rp, err := NewReplay("swap.pcap", bytes.NewReader(swapCapture(t, 1024)), arena, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arena, rp := loopingReplay(t)
 	r := &swapRig{ga: ga, gb: gb,
 		sa: &seqSink{name: "a", drop: 9, seqs: make([]uint64, 0, 1<<16), calls: make([]uint64, 0, 1<<12)},
 		sb: &seqSink{name: "b", drop: 7, seqs: make([]uint64, 0, 1<<16), calls: make([]uint64, 0, 1<<12)}}
