@@ -1,8 +1,11 @@
 package chartutil
 
 import (
+	"encoding/json"
 	"fmt"
 	"image/color"
+	"os"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -64,5 +67,42 @@ func AddRangesAndTargets(p *plot.Plot, r Ranges, targets plotter.XYs) error {
 		p.Add(s)
 	}
 	p.Add(plotter.NewGrid())
+	return nil
+}
+
+// Wrap breaks each paragraph into lines of at most width bytes at spaces
+// (a longer word stands alone) and returns all their lines in order: a
+// caption under the chart's axis label.
+func Wrap(width int, paragraphs ...string) []string {
+	var lines []string
+	for _, s := range paragraphs {
+		line := ""
+		for _, w := range strings.Fields(s) {
+			if line != "" && len(line)+1+len(w) > width {
+				lines = append(lines, line)
+				line = ""
+			}
+			if line != "" {
+				line += " "
+			}
+			line += w
+		}
+		if line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// ReadJSON decodes the JSON file at path into v; a decoding error names
+// the file.
+func ReadJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	return nil
 }

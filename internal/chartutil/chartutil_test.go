@@ -1,8 +1,10 @@
 package chartutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/plot"
@@ -53,5 +55,39 @@ func TestDraw(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Fatalf("chart not written: %v", err)
+	}
+}
+
+// TestWrap: each paragraph breaks at spaces within the width, a longer
+// word stands alone, and the paragraphs' lines follow one another.
+func TestWrap(t *testing.T) {
+	got := Wrap(10, "aaa bbb ccc dddddddddddd e", "", "ff  gg")
+	want := []string{"aaa bbb", "ccc", "dddddddddddd", "e", "ff gg"}
+	if len(got) != len(want) {
+		t.Fatalf("Wrap = %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("Wrap = %q, want %q", got, want)
+		}
+	}
+}
+
+// TestReadJSON: a file decodes; a bad one's error names it; a missing one
+// is the open error.
+func TestReadJSON(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.json"), filepath.Join(dir, "bad.json")
+	os.WriteFile(good, []byte(`{"n": 3}`), 0o644)
+	os.WriteFile(bad, []byte(`{"n": `), 0o644)
+	var v struct{ N int }
+	if err := ReadJSON(good, &v); err != nil || v.N != 3 {
+		t.Fatalf("good: %v, %+v", err, v)
+	}
+	if err := ReadJSON(bad, &v); err == nil || !strings.Contains(err.Error(), bad+":") {
+		t.Fatalf("bad: %v", err)
+	}
+	if err := ReadJSON(filepath.Join(dir, "none.json"), &v); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
 	}
 }

@@ -228,10 +228,7 @@ func Chart(res bench.Result, ranges *Ranges, path string) error {
 	p.X.Min, p.X.Max = 0, maxMpps*1.2
 	p.NominalY(names...)
 	// The caption goes under the axis label, wrapped to the chart's width.
-	var lines []string
-	for _, c := range caption(res, ranges) {
-		lines = append(lines, wrap(c, 110)...)
-	}
+	lines := chartutil.Wrap(110, caption(res, ranges)...)
 	p.X.Label.Text = "Mpps\n" + strings.Join(lines, "\n")
 	p.X.Label.TextStyle.Font.Size = vg.Points(9)
 	height := vg.Length(len(names))*vg.Points(34) + vg.Points(100) + vg.Length(len(lines))*vg.Points(12)
@@ -239,26 +236,6 @@ func Chart(res bench.Result, ranges *Ranges, path string) error {
 		return fmt.Errorf("chart: %w", err)
 	}
 	return nil
-}
-
-// wrap breaks s into lines of at most width bytes at spaces.
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(w) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 func shortName(path string) string {

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 
 	"github.com/warpflow/warpflow/internal/bench"
+	"github.com/warpflow/warpflow/internal/chartutil"
 )
 
 func main() {
@@ -22,26 +22,15 @@ func main() {
 
 func run(in, out, rangesFile string) error {
 	var res bench.Result
-	if err := readJSON(in, &res); err != nil {
+	if err := chartutil.ReadJSON(in, &res); err != nil {
 		return err
 	}
 	var ranges *Ranges
 	if rangesFile != "" {
 		ranges = &Ranges{}
-		if err := readJSON(rangesFile, ranges); err != nil {
+		if err := chartutil.ReadJSON(rangesFile, ranges); err != nil {
 			return err
 		}
 	}
 	return Chart(res, ranges, out)
-}
-
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }

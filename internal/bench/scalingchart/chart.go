@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/warpflow/warpflow/internal/bench"
+	"github.com/warpflow/warpflow/internal/chartutil"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -190,34 +191,11 @@ func Chart(res bench.ScalingResult, note, path string) error {
 		}
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	var lines []string
-	for _, c := range caption(res, note) {
-		lines = append(lines, wrap(c, 120)...)
-	}
+	lines := chartutil.Wrap(120, caption(res, note)...)
 	p.X.Label.Text = "N (workers or engines)\n" + strings.Join(lines, "\n")
 	p.X.Label.TextStyle.Font.Size = vg.Points(9)
 	if err := p.Save(10*vg.Inch, 6*vg.Inch+vg.Length(len(lines))*vg.Points(12), path); err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
 	return nil
-}
-
-// wrap breaks s into lines of at most width bytes at spaces.
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(w) > width {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }

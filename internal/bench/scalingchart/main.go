@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 
 	"github.com/warpflow/warpflow/internal/bench"
+	"github.com/warpflow/warpflow/internal/chartutil"
 )
 
 func main() {
@@ -21,13 +21,9 @@ func main() {
 }
 
 func run(in, out, note string) error {
-	data, err := os.ReadFile(in)
-	if err != nil {
-		return err
-	}
 	var res bench.ScalingResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		return fmt.Errorf("%s: %w", in, err)
+	if err := chartutil.ReadJSON(in, &res); err != nil {
+		return err
 	}
 	return Chart(res, note, out)
 }
