@@ -26,6 +26,18 @@ stages:
   - {name: out, type: tx, port: sink}
 `
 
+// liveRunner is a runner of livePipeline, a 64-packet batch and the
+// bench capture's descriptors.
+func liveRunner(t *testing.T) (*Runner, *rings.Batch, []rings.Desc) {
+	t.Helper()
+	g, err := Load("live.yaml", []byte(livePipeline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, descs := shapeCapture(t, false)
+	return g.NewRunner(RunnerOptions{}), rings.NewBatch(64, a), descs
+}
+
 func liveRun(tb testing.TB, r *Runner, b *rings.Batch, descs []rings.Desc, from, n int) {
 	for start := from; start < from+n; start += b.Cap() {
 		b.Clear()
@@ -48,16 +60,10 @@ func liveMap(list []StageCounter) map[string]Counter {
 // At rest (after a Publish) the live counters are the runner's own, for
 // every stage that reports; before any packet there are none.
 func TestLiveCountersMatchCounters(t *testing.T) {
-	g, err := Load("live.yaml", []byte(livePipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, descs := shapeCapture(t, false)
-	r := g.NewRunner(RunnerOptions{})
+	r, b, descs := liveRunner(t)
 	if got := r.LiveCounters(nil); len(got) != 0 {
 		t.Fatalf("before any packet: %v", got)
 	}
-	b := rings.NewBatch(64, a)
 	for round, n := range []int{10, 64*3 + 5, 5000} {
 		liveRun(t, r, b, descs, round*7000, n)
 		r.Publish()
@@ -86,13 +92,7 @@ func TestLiveCountersMatchCounters(t *testing.T) {
 // A full batch publishes only every publishEvery packets; a partial one at
 // once, so a live port at rest is exact.
 func TestLiveCountersPublishCadence(t *testing.T) {
-	g, err := Load("live.yaml", []byte(livePipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, descs := shapeCapture(t, false)
-	r := g.NewRunner(RunnerOptions{})
-	b := rings.NewBatch(64, a)
+	r, b, descs := liveRunner(t)
 	liveRun(t, r, b, descs, 0, 64) // one full batch: below publishEvery
 	if got := liveMap(r.LiveCounters(nil))["flows/total"].Packets; got != 0 {
 		t.Fatalf("after one full batch the live total is %d, want 0 (not published yet)", got)
@@ -106,13 +106,7 @@ func TestLiveCountersPublishCadence(t *testing.T) {
 // Readers on other goroutines while the runner processes (run it with
 // -race): every counter only grows, and at the end equals the runner's.
 func TestLiveCountersConcurrentRead(t *testing.T) {
-	g, err := Load("live.yaml", []byte(livePipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, descs := shapeCapture(t, false)
-	r := g.NewRunner(RunnerOptions{})
-	b := rings.NewBatch(64, a)
+	r, b, descs := liveRunner(t)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var reads atomic.Int64
@@ -155,13 +149,7 @@ func TestLiveCountersConcurrentRead(t *testing.T) {
 // The hot path stays free of allocations with the live side: Process
 // (which publishes) and Publish itself.
 func TestLiveCountersZeroAllocs(t *testing.T) {
-	g, err := Load("live.yaml", []byte(livePipeline))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, descs := shapeCapture(t, false)
-	r := g.NewRunner(RunnerOptions{})
-	b := rings.NewBatch(64, a)
+	r, b, descs := liveRunner(t)
 	k := 0
 	allocs := testing.AllocsPerRun(200, func() {
 		b.Clear()
