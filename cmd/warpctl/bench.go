@@ -99,12 +99,9 @@ func printBench(cmd *cobra.Command, res bench.Result) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, t := range res.Targets {
-		state := "MET"
-		switch {
-		case t.Note != "":
+		state := targetState(t.Met)
+		if t.Note != "" {
 			state = "NOT MEASURED (" + t.Note + ")"
-		case !t.Met:
-			state = "MISSED"
 		}
 		kind := "target"
 		if t.Reference {
@@ -113,4 +110,12 @@ func printBench(cmd *cobra.Command, res bench.Result) {
 		}
 		fmt.Fprintf(w, "%-9s %-60s ratio %.2f (want >= %.1f): %s\n", kind, t.Name, t.Ratio, t.Want, state)
 	}
+}
+
+// targetState is how the bench reports print a target's verdict.
+func targetState(met bool) string {
+	if met {
+		return "MET"
+	}
+	return "MISSED"
 }

@@ -95,10 +95,7 @@ func printBenchLive(cmd *cobra.Command, res livebench.Result) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, t := range res.Targets {
-		state := "MET"
-		if !t.Met {
-			state = "MISSED"
-		}
+		state := targetState(t.Met)
 		if t.Note != "" {
 			state = strings.ToLower(state) + " (" + t.Note + ")"
 		}

@@ -129,10 +129,7 @@ func printBenchScaling(cmd *cobra.Command, res bench.ScalingResult) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, t := range res.Targets {
-		state := "MET"
-		if !t.Met {
-			state = "MISSED"
-		}
+		state := targetState(t.Met)
 		kind := "target"
 		if t.Reference {
 			kind = "reference"

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/bench"
 )
 
@@ -59,5 +61,22 @@ func TestBenchScalingUsage(t *testing.T) {
 	_, stderr, code := run(t, "bench", "scaling", "--workers", "3", "--engines", "", "--io-cpu", "0", "--cpus", "1,2")
 	if code != codeFailed || !strings.Contains(stderr, "workers 3: only 2 cpus") {
 		t.Errorf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestBenchTargetStates: the bench reports print a met target MET, a
+// missed one MISSED and one not measured with its note.
+func TestBenchTargetStates(t *testing.T) {
+	var out strings.Builder
+	cmd := &cobra.Command{}
+	cmd.SetOut(&out)
+	printBench(cmd, bench.Result{Targets: []bench.Target{
+		{Name: "a met", Met: true}, {Name: "a missed"}, {Name: "unmeasured", Note: "no baseline"}}})
+	printBenchScaling(cmd, bench.ScalingResult{Targets: []bench.Target{{Name: "s met", Met: true}, {Name: "s missed"}}})
+	for _, re := range []string{`a met +ratio .*: MET\n`, `a missed +ratio .*: MISSED\n`, `unmeasured +ratio .*: NOT MEASURED \(no baseline\)\n`,
+		`s met +efficiency .*: MET\n`, `s missed +efficiency .*: MISSED\n`} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output lacks %s:\n%s", re, out.String())
+		}
 	}
 }
