@@ -337,16 +337,9 @@ func (e *Engine) StageCounters() map[string][]pipelines.Counter {
 		return counters
 	}
 	latest := c.latest
-	out := map[string][]pipelines.Counter{}
-	for name, list := range c.carriedCounters {
-		if e.carriedApplyLocked(latest.graph, name) {
-			out[name] = append([]pipelines.Counter(nil), list...)
-		}
-	}
+	out := e.carriedCountersLocked(latest.graph)
 	for _, r := range latest.runners {
-		for _, sc := range r.LiveCounters(nil) {
-			out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
-		}
+		addStageCounters(out, r.LiveCounters(nil))
 	}
 	if prev := c.prev; prev != nil {
 		for _, r := range prev.runners {
@@ -559,18 +552,30 @@ func (e *Engine) finalCounters(p *plan) (map[string][]pipelines.Counter, []Sampl
 	return e.finalCountersLocked(p)
 }
 
-func (e *Engine) finalCountersLocked(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
-	c := &e.ctl
-	counters := map[string][]pipelines.Counter{}
-	for name, list := range c.carriedCounters {
-		if e.carriedApplyLocked(p.graph, name) {
-			counters[name] = append([]pipelines.Counter(nil), list...)
+// carriedCountersLocked is a copy of the counters carried from retired
+// plans that still apply to g, by stage.
+func (e *Engine) carriedCountersLocked(g *pipelines.Graph) map[string][]pipelines.Counter {
+	out := map[string][]pipelines.Counter{}
+	for name, list := range e.ctl.carriedCounters {
+		if e.carriedApplyLocked(g, name) {
+			out[name] = append([]pipelines.Counter(nil), list...)
 		}
 	}
+	return out
+}
+
+// addStageCounters merges a runner's counters into out, by stage.
+func addStageCounters(out map[string][]pipelines.Counter, list []pipelines.StageCounter) {
+	for _, sc := range list {
+		out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
+	}
+}
+
+func (e *Engine) finalCountersLocked(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
+	c := &e.ctl
+	counters := e.carriedCountersLocked(p.graph)
 	for _, run := range p.runners {
-		for _, sc := range run.Counters(nil) {
-			counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
-		}
+		addStageCounters(counters, run.Counters(nil))
 	}
 	for _, list := range counters {
 		sortCounters(list)
