@@ -79,6 +79,21 @@ are printed. --json writes everything; draw it with
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "results written to %s; draw them with: go run ./internal/bench/scalingchart -in %s -out docs/bench-scaling.png\n", jsonOut, jsonOut)
 			}
+			// A point that could not be measured (a CPU the process may not
+			// run on, a setup error) fails the run after the rest is shown.
+			failed := 0
+			var first string
+			for _, p := range res.Points {
+				if p.Err != "" {
+					if failed == 0 {
+						first = fmt.Sprintf("%s %d: %s", p.Shape, p.N, p.Err)
+					}
+					failed++
+				}
+			}
+			if failed > 0 {
+				return failf(codeFailed, "bench scaling: %d of %d points not measured (first: %s)", failed, len(res.Points), first)
+			}
 			return nil
 		},
 	}
@@ -136,7 +151,15 @@ func printBenchScaling(cmd *cobra.Command, res bench.ScalingResult) {
 		}
 		fmt.Fprintf(w, "%-9s %-40s efficiency %.2f (want >= %.1f): %s\n", kind, t.Name, t.Ratio, t.Want, state)
 	}
+	measured := 0
+	for _, p := range res.Points {
+		if p.Shape == bench.ShapeWorkers && p.Err == "" {
+			measured++
+		}
+	}
 	switch {
+	case measured < 2:
+		fmt.Fprintf(w, "one I/O loop: %d worker count(s) measured, too few to say where it saturates", measured)
 	case res.SaturatesAt > 0:
 		fmt.Fprintf(w, "one I/O loop: efficiency falls under %.1f at %d workers (%.2f Mpps)", bench.ScalingTargetEfficiency, res.SaturatesAt, res.SaturatedMpps)
 	default:

@@ -45,6 +45,23 @@ func TestBenchScalingCommand(t *testing.T) {
 	}
 }
 
+// TestBenchScalingUnmeasured: a point that cannot run (its I/O loop on a
+// CPU the process may not use) is shown with its error, the run exits
+// 1 naming it, and the summary claims nothing about saturation.
+func TestBenchScalingUnmeasured(t *testing.T) {
+	stdout, stderr, code := run(t, "bench", "scaling", "--workers", "1", "--engines", "", "--io-ceiling=false",
+		"--mpackets", "0.01", "--repeats", "1", "--io-cpu", "4095", "--cpus", "")
+	if code != codeFailed {
+		t.Fatalf("exit %d, want %d\n%s\n%s", code, codeFailed, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "1 of 1 points not measured (first: workers 1: pin to cpu 4095") {
+		t.Errorf("stderr does not name the failed point: %s", stderr)
+	}
+	if !strings.Contains(stdout, "too few to say where it saturates") || strings.Contains(stdout, "stays at or above") {
+		t.Errorf("summary claims a result nothing measured:\n%s", stdout)
+	}
+}
+
 func TestBenchScalingUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--mpackets", "0"},
