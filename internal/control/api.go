@@ -20,6 +20,10 @@ import (
 // DefaultSocket is where warpflowd listens unless configured otherwise.
 const DefaultSocket = "/run/warpflow/warpflowd.sock"
 
+// DefaultCaptureDir is the daemon's capture_dir unless configured
+// otherwise: the one directory it makes capture files in.
+const DefaultCaptureDir = "/var/lib/warpflow/captures"
+
 // Error is a control API error: a stable code, a message for people and,
 // for an invalid pipeline, every problem found (file:line:column: ...).
 type Error struct {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +29,11 @@ type Client struct {
 	addr  string
 	tcp   bool
 	token string
+	// tokenFile is read once, at the first TCP request (tokenOnce).
+	tokenFile     string
+	tokenOptional bool
+	tokenOnce     sync.Once
+	tokenErr      error
 }
 
 // ErrUnreachable is wrapped by errors for a daemon that cannot be reached
@@ -45,6 +52,36 @@ type Option func(*Client)
 // WithToken sends tok as the bearer token (TCP only: a unix socket's
 // peer is known by its credentials, and the token never travels there).
 func WithToken(tok string) Option { return func(c *Client) { c.token = tok } }
+
+// WithTokenFile reads the bearer token from path (ReadTokenFile) at the
+// first request over TCP; a file that cannot be read fails every request
+// with an error wrapping ErrToken. With optional, a file that does not
+// exist or that this user may not read means no token (the daemon then
+// says what it needs).
+func WithTokenFile(path string, optional bool) Option {
+	return func(c *Client) { c.tokenFile, c.tokenOptional = path, optional }
+}
+
+// ErrToken is wrapped by the errors for a token file that cannot be used.
+var ErrToken = errors.New("control token")
+
+// bearer is the token to send, read from the token file once.
+func (c *Client) bearer() (string, error) {
+	c.tokenOnce.Do(func() {
+		if c.token != "" || c.tokenFile == "" {
+			return
+		}
+		tok, err := ReadTokenFile(c.tokenFile)
+		switch {
+		case err == nil:
+			c.token = tok
+		case c.tokenOptional && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)):
+		default:
+			c.tokenErr = fmt.Errorf("%w: %w", ErrToken, err)
+		}
+	})
+	return c.token, c.tokenErr
+}
 
 // New returns a client for the daemon at addr: a unix socket path, or
 // tcp://HOST:PORT for a daemon configured to listen on TCP. Before each
@@ -153,8 +190,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.tcp && c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.tcp {
+		tok, err := c.bearer()
+		if err != nil {
+			return err
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
