@@ -375,3 +375,19 @@ func TestPeerGroups(t *testing.T) {
 		t.Fatalf("groups %v, want %v", got, want)
 	}
 }
+
+// FuzzValidName: an accepted name is one component that is neither "."
+// nor "..", has no NUL, and is bounded.
+func FuzzValidName(f *testing.F) {
+	for _, s := range []string{"a.pcap", "../x", "/etc/x", ".", "..", "a\x00b", "a/b", "x:y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if trust.ValidName(name) != nil {
+			return
+		}
+		if filepath.Base(name) != name || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > trust.MaxNameLen || strings.HasPrefix(name, ".") {
+			t.Fatalf("accepted %q", name)
+		}
+	})
+}
