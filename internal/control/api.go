@@ -494,7 +494,7 @@ func (r *CaptureRequest) Validate() error {
 		return Errorf(ErrBadRequest, "capture: stage %q edge %q: want names of at most %d bytes", Clip(r.Stage), Clip(r.Edge), maxStageName)
 	}
 	if err := trust.ValidName(r.File); err != nil {
-		return Errorf(ErrBadRequest, "capture: file: %s (the daemon makes it in its capture_dir and the reply says where)", strings.TrimPrefix(err.Error(), trust.ErrBadName.Error()+": "))
+		return Errorf(ErrBadRequest, "capture: file: %s; the daemon makes it in its capture_dir and the reply says where", strings.TrimPrefix(err.Error(), trust.ErrBadName.Error()+": "))
 	}
 	if r.Count == 0 {
 		r.Count = 1000
