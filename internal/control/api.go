@@ -206,7 +206,7 @@ type StageNode struct {
 }
 
 // Split is a pipeline's partition between the XDP program and the
-// workers (pipelines.PlanOffload).
+// workers (pipelines.Graph.Offload).
 type Split struct {
 	Mode string `json:"mode"` // the daemon's offload option: auto or none
 	// InForce: these rules are loaded in the programs now (the running
