@@ -347,3 +347,46 @@ stages:
 		t.Errorf("offload none: %+v", none)
 	}
 }
+
+// largeFilterYAML is a parse → filter → tx pipeline whose filter drops
+// UDP port 9 and then has n TCP rules (BENCHMARKS.md's swap timing:
+// 100,000).
+func largeFilterYAML(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: large\nstages:\n  - {name: parse, type: parse}\n  - name: acl\n    type: filter\n    default: out\n    rules:\n" +
+		"    - {proto: udp, dst_port: 9, action: \"drop:nine\"}\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    - {proto: tcp, src_port: %d, dst_port: %d, action: \"drop:big\"}\n", 1+i/60000, 1+i%60000)
+	}
+	b.WriteString("  - {name: out, type: tx, port: out0}\n")
+	return []byte(b.String())
+}
+
+// BenchmarkLoadLarge is the compile of a 100,000-rule pipeline, and
+// BenchmarkOffloadLarge the part of it that plans the kernel half from
+// the compiled graph (what a load adds, and what a swap no longer does
+// with a parse of its own):
+//
+//	go test ./pipelines -run '^$' -bench 'LoadLarge|OffloadLarge' -benchtime 3x
+func BenchmarkLoadLarge(b *testing.B) {
+	src := largeFilterYAML(100000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load("large.yaml", src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkOffloadLarge(b *testing.B) {
+	g, err := Load("large.yaml", largeFilterYAML(100000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := g.planOffload(OffloadAuto); p.Moved != 64 {
+			b.Fatalf("moved %d", p.Moved)
+		}
+	}
+}
