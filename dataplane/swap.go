@@ -538,9 +538,9 @@ func compareStages(old, g *pipelines.Graph) (kept, reset, added, removed []strin
 }
 
 // WaitActive waits until the plan a swap published is in use on the data
-// path: its first batch completed (ActiveAt), or, on an idle engine, the
-// old plan retired with nothing in flight. It returns false when ctx ends
-// first.
+// path: its first batch completed (ActiveAt). It returns false when ctx
+// ends first, as it does on an engine that receives nothing
+// (WaitTakenUp needs no traffic).
 func (e *Engine) WaitActive(ctx context.Context, r SwapResult) bool {
 	p := r.plan
 	if p == nil {

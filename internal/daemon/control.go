@@ -322,6 +322,7 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	// Publish: from here on nothing is refused. Only a queue whose engine
 	// stopped since it was prepared (its interface went) refuses; it
 	// serves nothing any more.
+	var problems []string
 	results := make([]*dataplane.SwapResult, len(d.queues))
 	publishedAt := make([]time.Time, len(d.queues))
 	for i, qq := range d.queues {
@@ -329,11 +330,11 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		publishedAt[i] = time.Now()
 		if err != nil {
 			d.log.Error("swap: a queue stopped before its new plan was published", "queue", qq.q.RX().Name(), "pipeline", name, "err", err)
+			problems = append(problems, fmt.Sprintf("queue %s stopped before its plan was published: %v", qq.q.RX().Name(), err))
 			continue
 		}
 		results[i] = &res
 	}
-	var problems []string
 	ctx, cancel := context.WithTimeout(context.Background(), swapTimeout)
 	defer cancel()
 	last := staged
