@@ -240,8 +240,10 @@ func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
 // the whole new pipeline on it, the new prefix included, so it gets
 // exactly the new pipeline's verdict; a frame the old prefix decided got
 // exactly the old pipeline's (its first match is in the prefix). No
-// frame gets a verdict neither pipeline gives, and no frame decided after
-// the flip sees the old pipeline. With several queues on an interface the
+// frame gets a verdict neither pipeline gives, and on the queue that
+// flipped no frame decided after the flip sees the old pipeline (in
+// TestLiveSplitSwapAtOnce, 0 - 106 frames were in flight at a flip under
+// 20 kpps). With several queues on an interface the
 // first to take its plan up flips the program; the others take theirs up
 // at their next batch boundary, and until then a frame the new rules did
 // not decide is processed there by the old plan, which gives it the old
