@@ -25,7 +25,7 @@ func (c *compiler) validateSpec() {
 	case s.Name == "":
 		c.errs.Add(s.namePos, "", "missing pipeline name")
 	case !validName(s.Name):
-		c.errs.Add(s.namePos, "", "invalid pipeline name "+quote(s.Name)+": want "+nameRule)
+		c.errs.Add(s.namePos, "", "invalid pipeline name "+clip(s.Name)+": want "+nameRule)
 	}
 	if b := s.Settings.BatchSize; b < MinBatchSize || b > MaxBatchSize {
 		c.errs.Add(s.batchPos, "", sprintf("settings.batch_size %d out of range [%d, %d]", b, MinBatchSize, MaxBatchSize))
@@ -45,7 +45,7 @@ func (c *compiler) validateSpec() {
 		case st.Name == "":
 			c.errs.Add(st.Pos, "", "stage has no name")
 		case !validName(st.Name):
-			c.errs.Add(st.NamePos, "", "invalid stage name "+quote(st.Name)+": want "+nameRule)
+			c.errs.Add(st.NamePos, "", "invalid stage name "+clip(st.Name)+": want "+nameRule)
 		case isReserved(st.Name):
 			c.errs.Add(st.NamePos, st.Name, "stage name is reserved ("+strings.Join(reservedNames, ", ")+")")
 		default:
@@ -61,7 +61,7 @@ func (c *compiler) validateSpec() {
 			c.errs.Add(st.Pos, st.Name, "missing type")
 		default:
 			if _, ok := c.kinds[st.Type]; !ok {
-				c.errs.Add(st.TypePos, st.Name, "unknown stage type "+quote(st.Type)+" (known: "+strings.Join(c.kindNames(), ", ")+")")
+				c.errs.Add(st.TypePos, st.Name, "unknown stage type "+clip(st.Type)+" (known: "+strings.Join(c.kindNames(), ", ")+")")
 			}
 		}
 	}
@@ -80,12 +80,12 @@ func (c *compiler) kindNames() []string {
 // stage number, or -1.
 func (c *compiler) checkTarget(stage string, t Target) int {
 	if isReserved(t.Stage) {
-		c.errs.Add(t.Pos, stage, "edge to reserved word "+quote(t.Stage)+": want a stage name or drop:<reason>")
+		c.errs.Add(t.Pos, stage, "edge to reserved word "+clip(t.Stage)+": want a stage name or drop:<reason>")
 		return -1
 	}
 	i, ok := c.index[t.Stage]
 	if !ok {
-		c.errs.Add(t.Pos, stage, "edge to undefined stage "+quote(t.Stage))
+		c.errs.Add(t.Pos, stage, "edge to undefined stage "+clip(t.Stage))
 		return -1
 	}
 	return i
