@@ -173,7 +173,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			el.Add(Pos{File: file, Line: 1, Col: 1}, "", "empty config: want a mapping with name, settings and stages")
 		} else {
-			el.Add(syntaxErrorPos(file, err, data))
+			el.Add(syntaxErrorPos(file, err, data, st))
 		}
 		return nil, el.Err()
 	}
@@ -181,7 +181,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		el := &ErrorList{}
 		if err != nil {
-			el.Add(syntaxErrorPos(file, err, data))
+			el.Add(syntaxErrorPos(file, err, data, st))
 		} else {
 			el.Add(Pos{File: file, Line: extra.Line, Col: extra.Column}, "", "config must be a single YAML document")
 		}
@@ -220,13 +220,35 @@ func boundError(file string, err error) error {
 // goccy reads what yaml.v3 refused (the two differ on some corner cases),
 // yaml.v3's line is kept, at column 1. The config itself is still decoded
 // by yaml.v3 alone: every stage's Build is written against its Node tree.
-func syntaxErrorPos(file string, err error, data []byte) (Pos, string, string) {
-	if line, col, msg, ok := goccySyntaxError(data); ok {
-		return Pos{File: file, Line: line, Col: col}, "", "yaml: " + msg
+//
+// goccy builds a whole syntax tree, some 400 bytes per input byte, so it
+// reads at most maxGoccyBytes: the whole config when it is that small,
+// else the config up to the end of the line where the bounded reader
+// found yaml.v3's error. Past that, the error is yaml.v3's message at the
+// bounded reader's line and column.
+func syntaxErrorPos(file string, err error, data []byte, st yamlbound.Stats) (Pos, string, string) {
+	prefix := data
+	if len(data) > maxGoccyBytes && st.ErrorEnd > 0 && st.ErrorEnd <= len(data) {
+		end := len(data)
+		if i := bytes.IndexByte(data[st.ErrorEnd:], '\n'); i >= 0 {
+			end = st.ErrorEnd + i + 1
+		}
+		prefix = data[:end]
+	}
+	if len(prefix) <= maxGoccyBytes {
+		if line, col, msg, ok := goccySyntaxError(prefix); ok {
+			return Pos{File: file, Line: line, Col: col}, "", "yaml: " + msg
+		}
 	}
 	line, msg := yamlErrorLine(err, data)
+	if len(data) > maxGoccyBytes && st.ErrorLine > 0 {
+		return Pos{File: file, Line: st.ErrorLine, Col: st.ErrorCol}, "", "yaml: " + msg
+	}
 	return Pos{File: file, Line: line, Col: 1}, "", "yaml: " + msg
 }
+
+// maxGoccyBytes is the most syntaxErrorPos hands to goccy/go-yaml.
+const maxGoccyBytes = 32 << 10
 
 // goccySyntaxError returns where goccy/go-yaml's parser fails on data, if it
 // does. A panic in it (a parser bug on hostile input) counts as no answer.

@@ -29,6 +29,10 @@ type Stats struct {
 	// Complete is false when Check stopped where yaml.v3 reports a
 	// syntax error: the counts are those of the input before it.
 	Complete bool
+	// ErrorLine and ErrorCol (1-based) are where that syntax error is,
+	// and ErrorEnd the byte offset Check had read to (the error lies
+	// before it); 0 when Complete or refused.
+	ErrorLine, ErrorCol, ErrorEnd int
 }
 
 // Error is a refused input: where, which limit (LimitBytes, LimitDepth,
@@ -78,8 +82,9 @@ func Check(data []byte, lim Limits) (Stats, error) {
 	if len(data) >= 2 && (data[0] == 0xFF && data[1] == 0xFE || data[0] == 0xFE && data[1] == 0xFF) {
 		return Stats{}, &Error{Line: 1, Col: 1, Limit: LimitEncoding, Msg: "UTF-16 input is not supported: write the config in UTF-8"}
 	}
+	bom := 0
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
-		data = data[3:] // yaml.v3's reader takes the BOM before the scanner starts
+		data, bom = data[3:], 3 // yaml.v3's reader takes the BOM before the scanner starts
 	}
 	s := &scanner{buf: data, lim: lim}
 	s.tokens = make([]token, 0, 64)
@@ -93,6 +98,10 @@ func Check(data []byte, lim Limits) (Stats, error) {
 	}
 	if s.err != nil {
 		return st, s.err
+	}
+	if s.failed {
+		st.Complete = false
+		st.ErrorLine, st.ErrorCol, st.ErrorEnd = s.failMark.line+1, s.failMark.col+1, s.failPos+bom
 	}
 	return st, nil
 }

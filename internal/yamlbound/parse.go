@@ -102,7 +102,7 @@ func (p *parser) step() bool {
 			return false
 		}
 		if t.typ != tStreamStart {
-			return p.s.fail()
+			return p.s.failAt(t.m)
 		}
 		p.state = sImplicitDocumentStart
 		p.s.take()
@@ -214,7 +214,7 @@ func (p *parser) documentStart(implicit bool) bool {
 		}
 	}
 	if t.typ != tDocStart {
-		return p.s.fail() // "did not find expected <document start>"
+		return p.s.failAt(t.m) // "did not find expected <document start>"
 	}
 	if !p.document(m) || !p.push(sDocumentEnd) {
 		return false
@@ -272,7 +272,7 @@ func (p *parser) parseNode(block, indentlessSequence bool) bool {
 		p.pop()
 		return p.node(m)
 	}
-	return p.s.fail() // "did not find expected node content"
+	return p.s.failAt(t.m) // "did not find expected node content"
 }
 
 func (p *parser) blockSequenceEntry() bool {
@@ -298,7 +298,7 @@ func (p *parser) blockSequenceEntry() bool {
 		p.s.take()
 		return true
 	}
-	return p.s.fail() // "did not find expected '-' indicator"
+	return p.s.failAt(t.m) // "did not find expected '-' indicator"
 }
 
 func (p *parser) indentlessSequenceEntry() bool {
@@ -346,7 +346,7 @@ func (p *parser) blockMappingKey() bool {
 		p.s.take()
 		return true
 	}
-	return p.s.fail() // "did not find expected key"
+	return p.s.failAt(t.m) // "did not find expected key"
 }
 
 func (p *parser) blockMappingValue() bool {
@@ -378,7 +378,7 @@ func (p *parser) flowSequenceEntry(first bool) bool {
 	if t.typ != tFlowSeqEnd {
 		if !first {
 			if t.typ != tFlowEntry {
-				return p.s.fail() // "did not find expected ',' or ']'"
+				return p.s.failAt(t.m) // "did not find expected ',' or ']'"
 			}
 			p.s.take()
 			if t = p.s.peek(); t == nil {
@@ -440,7 +440,7 @@ func (p *parser) flowMappingKey(first bool) bool {
 	if t.typ != tFlowMapEnd {
 		if !first {
 			if t.typ != tFlowEntry {
-				return p.s.fail() // "did not find expected ',' or '}'"
+				return p.s.failAt(t.m) // "did not find expected ',' or '}'"
 			}
 			p.s.take()
 			if t = p.s.peek(); t == nil {

@@ -72,6 +72,10 @@ type scanner struct {
 	lim  Limits
 	stop bool   // yaml.v3 would have stopped with an error here (or refused: err)
 	err  *Error // the refusal, when there is one
+
+	failed   bool // stopped where yaml.v3 reports a syntax error
+	failMark mark // where
+	failPos  int  // the scanner's byte offset then
 }
 
 // at returns the byte at offset i from the current position, 0 past the
@@ -121,8 +125,8 @@ func (s *scanner) skip() {
 	w := width(s.at(0))
 	if w == 0 || s.pos >= len(s.buf) {
 		// Invalid UTF-8: yaml.v3's reader fails here. End the scan.
+		s.failAt(s.m)
 		s.pos = len(s.buf)
-		s.stop = true
 		return
 	}
 	s.pos += w
@@ -146,7 +150,14 @@ func (s *scanner) skipLine() {
 }
 
 // fail records that yaml.v3 stops with an error here.
-func (s *scanner) fail() bool {
+func (s *scanner) fail() bool { return s.failAt(s.m) }
+
+// failAt records that yaml.v3 stops with an error at m (a parser error
+// is at the token it did not expect, behind the scanner's position).
+func (s *scanner) failAt(m mark) bool {
+	if !s.stop {
+		s.failed, s.failMark, s.failPos = true, m, s.pos
+	}
 	s.stop = true
 	return false
 }
