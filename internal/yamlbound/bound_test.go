@@ -69,6 +69,9 @@ func compare(t *testing.T, name string, data []byte) {
 		return // yaml.v3 refuses it: nothing to compare (Check must only not panic)
 	}
 	var be *Error
+	if errors.As(err, &be) && be.Limit == LimitEncoding {
+		return // UTF-16, refused by design (yaml.v3 would convert it)
+	}
 	if want.anchors {
 		if !errors.As(err, &be) || be.Limit != LimitAnchor {
 			t.Fatalf("%s: yaml.v3 builds anchors or aliases but Check says %v\n%q", name, err, data)
