@@ -3,7 +3,6 @@ package pipelines
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -18,7 +17,7 @@ func Load(file string, data []byte) (*Graph, error) {
 
 // LoadFile reads, parses and compiles the pipeline config at path.
 func LoadFile(path string) (*Graph, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline config: %w", err)
 	}
@@ -52,7 +51,7 @@ func compileWith(s *Spec, extra map[string]Kind) (*Graph, error) {
 	}
 	c := &compiler{spec: s, kinds: kinds, errs: &ErrorList{}}
 	if s.parseErrors != nil {
-		c.errs.Errs = append(c.errs.Errs, s.parseErrors.Errs...)
+		c.errs.merge(s.parseErrors)
 	}
 	c.validateSpec()
 	c.buildStages()

@@ -189,12 +189,12 @@ test.yaml:5:36: stage "a": edge to undefined stage "nowhere"
 test.yaml:6:12: stage "a": duplicate stage name (first defined at line 5)`,
 		},
 		{
-			name: "alias inside options is not expanded",
+			name: "alias inside options is not expanded: refused at the anchor",
 			src: `name: &n p
 stages:
   - {name: out, type: tx, port: *n}
 `,
-			want: `test.yaml:3:33: yaml aliases are not supported in pipeline configs`,
+			want: `test.yaml:1:7: yaml anchor "&n": anchors and aliases are not supported in pipeline configs`,
 		},
 		{
 			name: "too many samplers",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // ConfigError is one problem found in a pipeline config.
@@ -22,21 +23,57 @@ func (e ConfigError) Error() string {
 
 // ErrorList is every problem found in a config, reported together. It is an
 // error when non-empty; its Error lists one problem per line in file order.
+//
+// A hostile config can have millions of problems, and a config's errors
+// go back to a client and into the daemon's log, so the list is bounded:
+// it keeps the first MaxKeptProblems found (Omitted counts the rest),
+// Error lists the first MaxListedProblems of those in file order and says
+// how many more there were, and each message is at most MaxProblemBytes.
 type ErrorList struct {
-	Errs []ConfigError
+	Errs    []ConfigError
+	Omitted int // problems found past MaxKeptProblems, not kept
 }
+
+// The bounds of an ErrorList.
+const (
+	MaxKeptProblems   = 1000
+	MaxListedProblems = 100
+	MaxProblemBytes   = 400
+)
 
 // Add records a problem.
 func (l *ErrorList) Add(pos Pos, stage, msg string) {
+	if len(l.Errs) >= MaxKeptProblems {
+		l.Omitted++
+		return
+	}
+	if len(msg) > MaxProblemBytes {
+		cut := MaxProblemBytes
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "... (message cut)"
+	}
+	if len(stage) > 64 {
+		stage = stage[:64] + "..." // stage names are at most 64 bytes; an invalid one is quoted in msg
+	}
 	l.Errs = append(l.Errs, ConfigError{Pos: pos, Stage: stage, Msg: msg})
 }
 
-// Len returns the number of problems recorded.
+// merge adds o's problems to l, within l's bounds.
+func (l *ErrorList) merge(o *ErrorList) {
+	for _, e := range o.Errs {
+		l.Add(e.Pos, e.Stage, e.Msg)
+	}
+	l.Omitted += o.Omitted
+}
+
+// Len returns the number of problems recorded, kept or not.
 func (l *ErrorList) Len() int {
 	if l == nil {
 		return 0
 	}
-	return len(l.Errs)
+	return len(l.Errs) + l.Omitted
 }
 
 // Sort orders problems by position, then message, so reports are stable.
@@ -56,10 +93,16 @@ func (l *ErrorList) Sort() {
 func (l *ErrorList) Error() string {
 	var sb strings.Builder
 	for i, e := range l.Errs {
+		if i == MaxListedProblems {
+			break
+		}
 		if i > 0 {
 			sb.WriteByte('\n')
 		}
 		sb.WriteString(e.Error())
+	}
+	if more := l.Len() - min(len(l.Errs), MaxListedProblems); more > 0 {
+		fmt.Fprintf(&sb, "\n... and %d more problems (the first %d are listed)", more, MaxListedProblems)
 	}
 	return sb.String()
 }

@@ -118,7 +118,13 @@ func configPrint(n *yaml.Node) string {
 			return
 		}
 		if n.Kind == yaml.AliasNode {
-			walk(n.Alias)
+			// Never followed: an alias is a pointer into the tree, and
+			// following nested ones is the expansion an alias bomb
+			// counts on. Parse refuses aliases before any tree exists;
+			// a Spec built in code that has one prints its name.
+			b.WriteString("*")
+			b.WriteString(n.Value)
+			b.WriteByte(0)
 			return
 		}
 		b.WriteByte(byte('0' + n.Kind))

@@ -3,7 +3,6 @@ package pipelines
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 
@@ -187,7 +186,7 @@ func LoadOffload(file string, data []byte, mode OffloadMode) (*Graph, *OffloadPl
 
 // LoadOffloadFile is LoadOffload of the config at path.
 func LoadOffloadFile(path string, mode OffloadMode) (*Graph, *OffloadPlan, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadConfigFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read pipeline config: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	goccyyaml "github.com/goccy/go-yaml"
 	goccyparser "github.com/goccy/go-yaml/parser"
+	"github.com/warpflow/warpflow/internal/yamlbound"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -58,6 +59,21 @@ const (
 	MinWorkers   = 0
 	MaxWorkers   = 64
 )
+
+// Limits on a config's YAML, checked over the raw bytes before anything
+// decodes them (internal/yamlbound): a config over one is refused with an
+// error naming the limit. They are far above any real config: a 100,000-rule
+// filter is about 7 MB and 1.1 million nodes, at depth 6.
+const (
+	MaxConfigBytes = 64 << 20  // bytes in one config
+	MaxConfigDepth = 64        // nested mappings and sequences
+	MaxConfigNodes = 4_000_000 // YAML nodes: every scalar (empty values too), mapping and sequence
+)
+
+// ConfigLimits are the limits above, as the bounded reader takes them.
+func ConfigLimits() yamlbound.Limits {
+	return yamlbound.Limits{MaxBytes: MaxConfigBytes, MaxDepth: MaxConfigDepth, MaxNodes: MaxConfigNodes}
+}
 
 // StageSpec is one entry of a config's stages list.
 type StageSpec struct {
@@ -129,15 +145,27 @@ func Parse(file string, data []byte) (*Spec, error) {
 				}
 			}
 		default:
-			p.errorf(k, "", "unknown key %q (known: name, settings, stages)", k.Value)
+			p.errorf(k, "", "unknown key %s (known: name, settings, stages)", clip(k.Value))
 		}
 	}
 	return s, errs.Err()
 }
 
 // parseYAML decodes exactly one YAML document into a node tree, turning
-// syntax errors into a positioned *ErrorList.
+// syntax errors into a positioned *ErrorList. The input is bounded first
+// (size, anchors and aliases, depth, node count: see ConfigLimits), so
+// nothing is decoded, let alone expanded, that is over a limit; a second
+// document is refused from the bounded scan, without decoding it.
 func parseYAML(file string, data []byte) (*yaml.Node, error) {
+	st, err := yamlbound.Check(data, ConfigLimits())
+	if err != nil {
+		return nil, boundError(file, err)
+	}
+	if st.Documents > 1 {
+		el := &ErrorList{}
+		el.Add(Pos{File: file, Line: st.SecondDocLine, Col: st.SecondDocCol}, "", "config must be a single YAML document")
+		return nil, el.Err()
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -145,7 +173,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			el.Add(Pos{File: file, Line: 1, Col: 1}, "", "empty config: want a mapping with name, settings and stages")
 		} else {
-			el.Add(syntaxErrorPos(file, err, data))
+			el.Add(syntaxErrorPos(file, err, data, st))
 		}
 		return nil, el.Err()
 	}
@@ -153,7 +181,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		el := &ErrorList{}
 		if err != nil {
-			el.Add(syntaxErrorPos(file, err, data))
+			el.Add(syntaxErrorPos(file, err, data, st))
 		} else {
 			el.Add(Pos{File: file, Line: extra.Line, Col: extra.Column}, "", "config must be a single YAML document")
 		}
@@ -167,6 +195,23 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	return doc.Content[0], nil
 }
 
+// boundError turns a refusal of the bounded reader into a positioned
+// *ErrorList.
+func boundError(file string, err error) error {
+	var be *yamlbound.Error
+	if !errors.As(err, &be) {
+		return err
+	}
+	pos := Pos{File: file, Line: max(be.Line, 1), Col: max(be.Col, 1)}
+	el := &ErrorList{}
+	if be.Limit == yamlbound.LimitAnchor {
+		el.Add(pos, "", be.Msg+" in pipeline configs")
+	} else {
+		el.Add(pos, "", "config refused: "+be.Msg)
+	}
+	return el.Err()
+}
+
 // syntaxErrorPos positions a YAML syntax error. yaml.v3's syntax errors
 // carry a line but no column, and for parser errors the line is where the
 // enclosing block began, not where it went wrong; so the same bytes go
@@ -175,13 +220,35 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 // goccy reads what yaml.v3 refused (the two differ on some corner cases),
 // yaml.v3's line is kept, at column 1. The config itself is still decoded
 // by yaml.v3 alone: every stage's Build is written against its Node tree.
-func syntaxErrorPos(file string, err error, data []byte) (Pos, string, string) {
-	if line, col, msg, ok := goccySyntaxError(data); ok {
-		return Pos{File: file, Line: line, Col: col}, "", "yaml: " + msg
+//
+// goccy builds a whole syntax tree, some 400 bytes per input byte, so it
+// reads at most maxGoccyBytes: the whole config when it is that small,
+// else the config up to the end of the line where the bounded reader
+// found yaml.v3's error. Past that, the error is yaml.v3's message at the
+// bounded reader's line and column.
+func syntaxErrorPos(file string, err error, data []byte, st yamlbound.Stats) (Pos, string, string) {
+	prefix := data
+	if len(data) > maxGoccyBytes && st.ErrorEnd > 0 && st.ErrorEnd <= len(data) {
+		end := len(data)
+		if i := bytes.IndexByte(data[st.ErrorEnd:], '\n'); i >= 0 {
+			end = st.ErrorEnd + i + 1
+		}
+		prefix = data[:end]
+	}
+	if len(prefix) <= maxGoccyBytes {
+		if line, col, msg, ok := goccySyntaxError(prefix); ok {
+			return Pos{File: file, Line: line, Col: col}, "", "yaml: " + msg
+		}
 	}
 	line, msg := yamlErrorLine(err, data)
+	if len(data) > maxGoccyBytes && st.ErrorLine > 0 {
+		return Pos{File: file, Line: st.ErrorLine, Col: st.ErrorCol}, "", "yaml: " + msg
+	}
 	return Pos{File: file, Line: line, Col: 1}, "", "yaml: " + msg
 }
+
+// maxGoccyBytes is the most syntaxErrorPos hands to goccy/go-yaml.
+const maxGoccyBytes = 32 << 10
 
 // goccySyntaxError returns where goccy/go-yaml's parser fails on data, if it
 // does. A panic in it (a parser bug on hostile input) counts as no answer.
@@ -279,17 +346,33 @@ func hasAlias(n *yaml.Node) bool {
 	return false
 }
 
-// checkDuplicates reports keys that appear twice in mapping n.
+// checkDuplicates reports keys that appear twice in mapping n. Past a
+// few keys it looks them up in a map: a hostile mapping of a million keys
+// costs a million lookups, not half a trillion comparisons.
 func (p *parser) checkDuplicates(n *yaml.Node, stage string) bool {
 	dup := false
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		for j := 0; j < i; j += 2 {
-			if n.Content[j].Value == n.Content[i].Value {
-				p.errorf(n.Content[i], stage, "duplicate key %q (first at line %d)", n.Content[i].Value, n.Content[j].Line)
-				dup = true
-				break
+	report := func(i, first int) {
+		p.errorf(n.Content[i], stage, "duplicate key %s (first at line %d)", clip(n.Content[i].Value), n.Content[first].Line)
+		dup = true
+	}
+	if len(n.Content) <= 32 {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			for j := 0; j < i; j += 2 {
+				if n.Content[j].Value == n.Content[i].Value {
+					report(i, j)
+					break
+				}
 			}
 		}
+		return dup
+	}
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if j, ok := seen[n.Content[i].Value]; ok {
+			report(i, j)
+			continue
+		}
+		seen[n.Content[i].Value] = i
 	}
 	return dup
 }
@@ -332,13 +415,13 @@ func (p *parser) settings(s *Spec, n *yaml.Node) {
 		case "backend":
 			if x, bad := p.str(v, "settings.backend", ""); !bad {
 				if !slices.Contains(Backends, x) {
-					p.errorf(v, "", "settings.backend %q: want cpu or cuda", x)
+					p.errorf(v, "", "settings.backend %s: want cpu or cuda", clip(x))
 				} else {
 					s.Settings.Backend = x
 				}
 			}
 		default:
-			p.errorf(k, "", "unknown setting %q (known: batch_size, workers, backend)", k.Value)
+			p.errorf(k, "", "unknown setting %s (known: batch_size, workers, backend)", clip(k.Value))
 		}
 	}
 }
@@ -404,15 +487,15 @@ func describe(n *yaml.Node) string {
 		case "!!null":
 			return "null"
 		case "!!str":
-			return strconv.Quote(n.Value)
+			return clip(n.Value)
 		case "!!int":
-			return "integer " + n.Value
+			return "integer " + clipRaw(n.Value)
 		case "!!bool":
 			return "boolean " + n.Value
 		case "!!float":
-			return "number " + n.Value
+			return "number " + clipRaw(n.Value)
 		}
-		return fmt.Sprintf("%s %q", n.Tag, n.Value)
+		return n.Tag + " " + clip(n.Value)
 	}
 	return "nothing"
 }

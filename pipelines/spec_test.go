@@ -97,7 +97,9 @@ c.yaml:4:37: next: want a string, got null`},
 			`c.yaml:2:1: duplicate key "name" (first at line 1)
 c.yaml:4:27: stage "a": duplicate key "name" (first at line 4)`},
 		{"aliases", "name: &n p\nstages:\n  - {name: *n, type: pass}\n",
-			"c.yaml:3:12: yaml aliases are not supported in pipeline configs"},
+			`c.yaml:1:7: yaml anchor "&n": anchors and aliases are not supported in pipeline configs`},
+		{"alias without anchor", "name: p\nstages:\n  - {name: *n, type: pass}\n",
+			`c.yaml:3:12: yaml alias "*n": anchors and aliases are not supported in pipeline configs`},
 		{"huge integer", "name: p\nsettings: {batch_size: 99999999999999999999}\nstages: [{name: a, type: pass}]\n",
 			"c.yaml:2:24: settings.batch_size: want an integer, got number 99999999999999999999"},
 	}

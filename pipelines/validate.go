@@ -3,6 +3,8 @@ package pipelines
 import (
 	"sort"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // reservedNames may not name stages: they are words edges use ("accept" in
@@ -25,7 +27,7 @@ func (c *compiler) validateSpec() {
 	case s.Name == "":
 		c.errs.Add(s.namePos, "", "missing pipeline name")
 	case !validName(s.Name):
-		c.errs.Add(s.namePos, "", "invalid pipeline name "+quote(s.Name)+": want "+nameRule)
+		c.errs.Add(s.namePos, "", "invalid pipeline name "+clip(s.Name)+": want "+nameRule)
 	}
 	if b := s.Settings.BatchSize; b < MinBatchSize || b > MaxBatchSize {
 		c.errs.Add(s.batchPos, "", sprintf("settings.batch_size %d out of range [%d, %d]", b, MinBatchSize, MaxBatchSize))
@@ -40,12 +42,14 @@ func (c *compiler) validateSpec() {
 	c.index = make(map[string]int, len(s.Stages))
 	for i := range s.Stages {
 		st := &s.Stages[i]
+		short := c.shorthand(i, st)
 		switch {
 		case st.nameBad:
+		case st.Name == "" && short:
 		case st.Name == "":
 			c.errs.Add(st.Pos, "", "stage has no name")
 		case !validName(st.Name):
-			c.errs.Add(st.NamePos, "", "invalid stage name "+quote(st.Name)+": want "+nameRule)
+			c.errs.Add(st.NamePos, "", "invalid stage name "+clip(st.Name)+": want "+nameRule)
 		case isReserved(st.Name):
 			c.errs.Add(st.NamePos, st.Name, "stage name is reserved ("+strings.Join(reservedNames, ", ")+")")
 		default:
@@ -56,15 +60,53 @@ func (c *compiler) validateSpec() {
 			}
 		}
 		switch {
-		case st.typeBad:
+		case st.typeBad, short:
 		case st.Type == "":
 			c.errs.Add(st.Pos, st.Name, "missing type")
 		default:
 			if _, ok := c.kinds[st.Type]; !ok {
-				c.errs.Add(st.TypePos, st.Name, "unknown stage type "+quote(st.Type)+" (known: "+strings.Join(c.kindNames(), ", ")+")")
+				c.errs.Add(st.TypePos, st.Name, "unknown stage type "+clip(st.Type)+" (known: "+strings.Join(c.kindNames(), ", ")+")")
 			}
 		}
 	}
+}
+
+// shorthand reports a typeless stage written in the shorthand people reach
+// for first, a stage type as the key (`- parse: {}`, `- filter: {rules:
+// [...]}`), naming the key and the form a stage takes, instead of "has no
+// name" and "missing type". There is one way to write a stage: its name
+// is what counters, swaps and edges know it by, so it is never guessed.
+// It returns whether it reported.
+func (c *compiler) shorthand(i int, st *StageSpec) bool {
+	if st.Type != "" || st.typeBad || st.Node == nil {
+		return false
+	}
+	for j := 0; j+1 < len(st.Node.Content); j += 2 {
+		k, v := st.Node.Content[j], st.Node.Content[j+1]
+		if _, ok := c.kinds[k.Value]; !ok {
+			continue
+		}
+		name := "NAME"
+		if st.Name != "" && !st.nameBad {
+			name = st.Name
+		}
+		form := "{name: " + name + ", type: " + k.Value
+		if v.Kind == yaml.MappingNode {
+			for o := 0; o+1 < len(v.Content) && o < 6; o += 2 {
+				if opt := v.Content[o].Value; validName(opt) {
+					form += ", " + opt + ": ..."
+				}
+			}
+		}
+		form += ", ...}"
+		where := sprintf("stage %d: ", i+1)
+		if st.Name != "" {
+			where = ""
+		}
+		c.errs.Add(Pos{File: c.spec.File, Line: k.Line, Col: k.Column}, st.Name, where+clip(k.Value)+" is not a stage field; a stage is "+form)
+		return true
+	}
+	return false
 }
 
 func (c *compiler) kindNames() []string {
@@ -80,12 +122,12 @@ func (c *compiler) kindNames() []string {
 // stage number, or -1.
 func (c *compiler) checkTarget(stage string, t Target) int {
 	if isReserved(t.Stage) {
-		c.errs.Add(t.Pos, stage, "edge to reserved word "+quote(t.Stage)+": want a stage name or drop:<reason>")
+		c.errs.Add(t.Pos, stage, "edge to reserved word "+clip(t.Stage)+": want a stage name or drop:<reason>")
 		return -1
 	}
 	i, ok := c.index[t.Stage]
 	if !ok {
-		c.errs.Add(t.Pos, stage, "edge to undefined stage "+quote(t.Stage))
+		c.errs.Add(t.Pos, stage, "edge to undefined stage "+clip(t.Stage))
 		return -1
 	}
 	return i

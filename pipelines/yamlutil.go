@@ -2,12 +2,51 @@ package pipelines
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
 
+	"github.com/warpflow/warpflow/internal/yamlbound"
 	"go.yaml.in/yaml/v3"
 )
+
+// maxEcho is how much of a value from the config a message quotes: a
+// config may come from a client, and its errors go back to it and to the
+// daemon's log.
+const maxEcho = 40
+
+// ReadConfigFile reads a config file of at most MaxConfigBytes, reading
+// no more than one byte past the limit (a huge file, or /dev/zero, is
+// refused without being read whole).
+func ReadConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("%s: larger than the limit of %d bytes for a config", path, MaxConfigBytes)
+	}
+	return data, nil
+}
+
+// clip quotes s for a message, at most maxEcho bytes of it.
+func clip(s string) string { return yamlbound.Quote(s, maxEcho) }
+
+// clipRaw is clip for a value printed without quotes (a number).
+func clipRaw(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	q := yamlbound.Quote(s, maxEcho)
+	return q[1:len(q)-4] + "..."
+}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
@@ -49,7 +88,7 @@ func checkNode(n *yaml.Node, t reflect.Type, skip []string, errs *[]strictErr) {
 		return
 	}
 	if n.Kind == yaml.AliasNode {
-		n = n.Alias
+		return // never followed (see configPrint); Parse refuses aliases
 	}
 	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // the type checks itself

@@ -25,7 +25,10 @@ type pipelineJSON struct {
 	Ports       []string          `json:"ports,omitempty"`
 	DropReasons []string          `json:"drop_reasons,omitempty"`
 	Errors      []configErrorJSON `json:"errors,omitempty"`
-	Explain     string            `json:"explain,omitempty"` // --explain: the offload split as text
+	// ErrorsOmitted counts problems found past the ones listed (a
+	// config's error list is bounded: see pipelines.ErrorList).
+	ErrorsOmitted int    `json:"errors_omitted,omitempty"`
+	Explain       string `json:"explain,omitempty"` // --explain: the offload split as text
 }
 
 type configErrorJSON struct {
@@ -77,6 +80,7 @@ belongs to.
 						for _, e := range el.Errs {
 							pj.Errors = append(pj.Errors, configErrorJSON{Line: e.Pos.Line, Column: e.Pos.Col, Stage: e.Stage, Message: e.Msg})
 						}
+						pj.ErrorsOmitted = el.Omitted
 					} else {
 						pj.Errors = append(pj.Errors, configErrorJSON{Message: err.Error()})
 					}

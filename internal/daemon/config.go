@@ -7,20 +7,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/internal/yamlbound"
 	"github.com/warpflow/warpflow/pipelines"
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is warpflowd's configuration file, plain data. Load reads it
-// strictly (unknown keys and wrong types are errors with file:line), then
-// Validate checks the values; every problem is reported at once.
+// Config is warpflowd's configuration file, plain data. ParseConfig reads
+// it strictly (unknown keys, duplicate keys and wrong types are problems
+// with file:line) and Validate checks the values; Validate reports every
+// problem at once, ParseConfig's with its own. A field is read by its
+// yaml tag alone (see decodeStrict): a new field needs its tag, its
+// default in DefaultConfig and its check in Validate.
 type Config struct {
 	// Pipeline is the pipeline file, relative to the config file's directory.
 	Pipeline string `yaml:"pipeline"`
@@ -94,6 +100,9 @@ type Config struct {
 	File string `yaml:"-"`
 	// lines maps a key path ("interfaces[0].attach") to its line in File.
 	lines map[string]int
+	// problems are what ParseConfig found in the file's keys and types,
+	// as file:line: message; Validate reports them with its own.
+	problems []string
 }
 
 // InterfaceConfig is one interface.
@@ -169,11 +178,11 @@ type Duration time.Duration
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 10s", n.Line)
+		return fmt.Errorf("want a duration such as 10s, got %s", describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: duration %q: want a value such as 10s or 500ms", n.Line, n.Value)
+		return fmt.Errorf("duration %s: want a value such as 10s or 500ms", pipelinesQuote(n.Value))
 	}
 	*d = Duration(v)
 	return nil
@@ -201,9 +210,27 @@ type ConfigError struct{ Problems []string }
 
 func (e *ConfigError) Error() string { return strings.Join(e.Problems, "\n") }
 
-// LoadConfig reads path over DefaultConfig.
+// Limits on the config file's YAML, checked over the raw bytes before it
+// is decoded (internal/yamlbound): the example config is 3 KB, 300 nodes,
+// depth 3.
+const (
+	MaxConfigBytes = 1 << 20
+	MaxConfigDepth = 16
+	MaxConfigNodes = 100_000
+)
+
+// maxEcho is how much of a value from the file a problem quotes.
+const maxEcho = 40
+
+// LoadConfig reads path over DefaultConfig (see ParseConfig). It reads at
+// most MaxConfigBytes and one more.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
 	if err != nil {
 		return Config{}, fmt.Errorf("read config: %w", err)
 	}
@@ -213,91 +240,285 @@ func LoadConfig(path string) (Config, error) {
 var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
 // ParseConfig decodes data (read from file) strictly over DefaultConfig.
-// Unknown keys, wrong types and a second document are errors naming
-// file:line; the values are not validated (Validate does that).
+//
+// It returns an error, a *ConfigError of one line, only for a file it
+// cannot read as a config at all: over the input limits (size, an anchor
+// or alias, nesting, nodes: refused before anything is decoded), a YAML
+// syntax error, an empty file, or a document that is not a mapping.
+// Everything else it finds (unknown keys, duplicate keys, values of the
+// wrong type, a second document) it keeps in the Config, reading every key
+// it can, and Validate reports it together with the value checks, so that
+// every problem in the file is reported at once. A Config with such
+// problems never validates: callers must call Validate (daemon.New does).
 func ParseConfig(file string, data []byte) (Config, error) {
 	c := DefaultConfig()
 	c.File = file
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	fatal := func(line int, msg string) (Config, error) {
+		return c, &ConfigError{[]string{fmt.Sprintf("%s:%d: %s", file, max(line, 1), msg)}}
+	}
+	st, err := yamlbound.Check(data, yamlbound.Limits{MaxBytes: MaxConfigBytes, MaxDepth: MaxConfigDepth, MaxNodes: MaxConfigNodes})
+	if err != nil {
+		var be *yamlbound.Error
+		if errors.As(err, &be) {
+			if be.Limit == yamlbound.LimitAnchor {
+				return fatal(be.Line, be.Msg+" in the daemon config")
+			}
+			return fatal(be.Line, "config refused: "+be.Msg)
+		}
+		return c, err
+	}
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return c, &ConfigError{[]string{file + ":1: empty config: want a mapping with pipeline and interfaces"}}
+			return fatal(1, "empty config: want a mapping with pipeline and interfaces")
 		}
 		return c, yamlConfigError(file, err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err == nil && len(root.Content) == 1 {
-		c.lines = map[string]int{}
-		recordLines(root.Content[0], "", c.lines)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		line := extra.Line
-		if err != nil {
-			return c, yamlConfigError(file, err)
+	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		n := &root
+		if len(root.Content) == 1 {
+			n = root.Content[0]
 		}
-		return c, &ConfigError{[]string{fmt.Sprintf("%s:%d: config must be a single YAML document", file, line)}}
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return fatal(n.Line, "empty config: want a mapping with pipeline and interfaces")
+		}
+		return fatal(n.Line, "config must be a mapping with pipeline and interfaces, got "+describe(n))
 	}
+	d := &strictDecoder{file: file, lines: map[string]int{}}
+	if st.Documents > 1 {
+		d.problem(st.SecondDocLine, "config must be a single YAML document")
+	}
+	d.decode(root.Content[0], reflect.ValueOf(&c).Elem(), "")
+	c.lines, c.problems = d.lines, d.problems
 	return c, nil
 }
 
-// yamlConfigError turns yaml.v3's "yaml: line N: msg" and TypeError lists
-// into file:N: msg lines.
-func yamlConfigError(file string, err error) error {
-	var msgs []string
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	out := &ConfigError{}
-	for _, m := range msgs {
-		if g := yamlLineRE.FindStringSubmatch(m); g != nil {
-			n, _ := strconv.Atoi(g[1])
-			out.Problems = append(out.Problems, fmt.Sprintf("%s:%d: %s", file, n, cleanTypeMsg(g[2])))
-			continue
-		}
-		out.Problems = append(out.Problems, file+": "+m)
-	}
-	return out
+// strictDecoder decodes a node tree into a Go value field by field, by
+// yaml tags, keeping going after a problem so that every problem is found
+// in one pass (yaml.v3's Decoder reports unknown fields and type errors
+// of one decode, but stops the whole decode at the first error an
+// UnmarshalYAML returns, and has no duplicate-key check on structs it
+// fills). It never follows an alias: the bounded reader refused them.
+type strictDecoder struct {
+	file     string
+	lines    map[string]int
+	problems []string
 }
 
-// cleanTypeMsg rewrites yaml.v3's Go-flavoured messages for users.
-func cleanTypeMsg(m string) string {
-	if f, ok := strings.CutPrefix(m, "field "); ok {
-		if name, _, ok := strings.Cut(f, " not found in type"); ok {
-			return fmt.Sprintf("unknown key %q", name)
+func (d *strictDecoder) problem(line int, format string, args ...any) {
+	d.problems = append(d.problems, capProblem(fmt.Sprintf("%s:%d: %s", d.file, line, fmt.Sprintf(format, args...))))
+}
+
+// maxProblemBytes bounds one problem line: messages quote values short
+// (maxEcho), and this holds for any that do not.
+const maxProblemBytes = 400
+
+func capProblem(p string) string {
+	if len(p) <= maxProblemBytes {
+		return p
+	}
+	cut := maxProblemBytes
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return p[:cut] + "... (message cut)"
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+// decode fills v (addressable) from n; path names v for lines and
+// messages ("" for the root, "umem.frames", "interfaces[0].name").
+func (d *strictDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	name := path
+	if name == "" {
+		name = "config"
+	}
+	null := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+	if v.Addr().Type().Implements(unmarshalerType) {
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.problem(n.Line, "%s: %s", name, cleanTypeMsg(strings.TrimPrefix(yamlLineRE.ReplaceAllString(err.Error(), "$2"), "yaml: ")))
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		if null {
+			return // "umem:" with nothing under it: the defaults
+		}
+		if n.Kind != yaml.MappingNode {
+			d.problem(n.Line, "%s: want a mapping, got %s", name, describe(n))
+			return
+		}
+		fields, known := structFields(v.Type())
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			kpath := k.Value
+			if path != "" {
+				kpath = path + "." + k.Value
+			}
+			if first, dup := seen[k.Value]; dup {
+				d.problem(k.Line, "duplicate key %s (first at line %d)", pipelinesQuote(k.Value), first)
+				continue
+			}
+			seen[k.Value] = k.Line
+			f, ok := fields[k.Value]
+			if !ok {
+				where := ""
+				if path != "" {
+					where = " in " + path
+				}
+				d.problem(k.Line, "unknown key %s%s (known: %s)", pipelinesQuote(k.Value), where, known)
+				continue
+			}
+			d.lines[kpath] = k.Line
+			d.decode(val, v.FieldByIndex(f), kpath)
+		}
+	case reflect.Slice:
+		if null {
+			v.SetZero()
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			d.problem(n.Line, "%s: want a list, got %s", name, describe(n))
+			return
+		}
+		// An element that is a scalar of the wrong type is left out
+		// (reported): a zero in its place would be checked as a value.
+		scalar := v.Type().Elem().Kind() != reflect.Struct
+		out := reflect.MakeSlice(v.Type(), 0, len(n.Content))
+		for i, item := range n.Content {
+			ipath := fmt.Sprintf("%s[%d]", path, i)
+			d.lines[ipath] = item.Line
+			e := reflect.New(v.Type().Elem()).Elem()
+			before := len(d.problems)
+			d.decode(item, e, ipath)
+			if !scalar || len(d.problems) == before {
+				out = reflect.Append(out, e)
+			}
+		}
+		v.Set(out)
+	case reflect.Map:
+		if null {
+			v.SetZero()
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			d.problem(n.Line, "%s: want a mapping, got %s", name, describe(n))
+			return
+		}
+		v.Set(reflect.MakeMapWithSize(v.Type(), len(n.Content)/2))
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if first, dup := seen[k.Value]; dup {
+				d.problem(k.Line, "%s: duplicate key %s (first at line %d)", name, pipelinesQuote(k.Value), first)
+				continue
+			}
+			seen[k.Value] = k.Line
+			kpath := path + "." + k.Value
+			d.lines[kpath] = k.Line
+			kv, ev := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			if k.Kind != yaml.ScalarNode || k.Decode(kv.Addr().Interface()) != nil {
+				d.problem(k.Line, "%s: key %s: want a string", name, describe(k))
+				continue
+			}
+			before := len(d.problems)
+			d.decode(val, ev, kpath)
+			if len(d.problems) == before {
+				v.SetMapIndex(kv, ev)
+			}
+		}
+	case reflect.Pointer:
+		if null {
+			v.SetZero()
+			return
+		}
+		p := reflect.New(v.Type().Elem())
+		before := len(d.problems)
+		d.decode(n, p.Elem(), path)
+		if len(d.problems) == before {
+			v.Set(p)
+		}
+	default: // string, bool, numbers
+		if n.Kind != yaml.ScalarNode {
+			d.problem(n.Line, "%s: want %s, got %s", name, scalarWant(v.Kind()), describe(n))
+			return
+		}
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.problem(n.Line, "%s: want %s, got %s", name, scalarWant(v.Kind()), describe(n))
 		}
 	}
+}
+
+// structFields maps a struct's yaml keys to field indexes, and lists the
+// keys for messages.
+func structFields(t reflect.Type) (map[string][]int, string) {
+	fields := map[string][]int{}
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		fields[name] = f.Index
+		keys = append(keys, name)
+	}
+	sort.Strings(keys)
+	return fields, strings.Join(keys, ", ")
+}
+
+func scalarWant(k reflect.Kind) string {
+	switch k {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a string"
+}
+
+// describe names a node for a message, quoting at most maxEcho bytes of
+// a scalar.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return pipelinesQuote(n.Value)
+	}
+	return "nothing"
+}
+
+// pipelinesQuote quotes a value from the file, at most maxEcho bytes of it.
+func pipelinesQuote(s string) string { return yamlbound.Quote(s, maxEcho) }
+
+// yamlConfigError turns yaml.v3's "yaml: line N: msg" into file:N: msg.
+func yamlConfigError(file string, err error) error {
+	m := strings.TrimPrefix(err.Error(), "yaml: ")
+	if g := yamlLineRE.FindStringSubmatch(m); g != nil {
+		n, _ := strconv.Atoi(g[1])
+		return &ConfigError{[]string{fmt.Sprintf("%s:%d: %s", file, n, cleanTypeMsg(g[2]))}}
+	}
+	return &ConfigError{[]string{file + ": " + m}}
+}
+
+// cleanTypeMsg rewrites yaml.v3's Go-flavoured words for users.
+func cleanTypeMsg(m string) string {
 	m = strings.ReplaceAll(m, "!!str", "a string")
 	m = strings.ReplaceAll(m, "!!int", "an integer")
 	m = strings.ReplaceAll(m, "!!seq", "a list")
 	m = strings.ReplaceAll(m, "!!map", "a mapping")
 	return m
-}
-
-// recordLines walks n and records the line of every key path under prefix.
-func recordLines(n *yaml.Node, prefix string, lines map[string]int) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			path := k.Value
-			if prefix != "" {
-				path = prefix + "." + k.Value
-			}
-			lines[path] = k.Line
-			recordLines(v, path, lines)
-		}
-	case yaml.SequenceNode:
-		for i, item := range n.Content {
-			path := fmt.Sprintf("%s[%d]", prefix, i)
-			lines[path] = item.Line
-			recordLines(item, path, lines)
-		}
-	}
 }
 
 // at returns "file:line" for key path, or the file (or "flags") alone when
@@ -323,11 +544,13 @@ func (c Config) PipelinePath() string {
 
 var ifaceNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,15}$`)
 
-// Validate checks every value and returns all problems at once.
+// Validate checks every value and returns all problems at once: those
+// ParseConfig found in the file's keys and types, then every value and
+// conflict, sorted by line.
 func (c Config) Validate() error {
-	var p []string
+	p := append([]string(nil), c.problems...)
 	add := func(path, format string, args ...any) {
-		p = append(p, c.at(path)+": "+fmt.Sprintf(format, args...))
+		p = append(p, capProblem(c.at(path)+": "+fmt.Sprintf(format, args...)))
 	}
 	if c.Pipeline == "" {
 		add("pipeline", "pipeline: required (the pipeline file to run)")
@@ -341,7 +564,7 @@ func (c Config) Validate() error {
 		ipath := fmt.Sprintf("interfaces[%d]", i)
 		name := ipath
 		if in.Name != "" {
-			name = fmt.Sprintf("interface %q", in.Name)
+			name = "interface " + pipelinesQuote(in.Name)
 		}
 		switch {
 		case in.Name == "":
@@ -358,12 +581,12 @@ func (c Config) Validate() error {
 		switch in.Attach {
 		case "", "auto", "native", "generic":
 		default:
-			add(ipath+".attach", "%s: attach %q: want auto, native or generic", name, in.Attach)
+			add(ipath+".attach", "%s: attach %s: want auto, native or generic", name, pipelinesQuote(in.Attach))
 		}
 		switch in.Bind {
 		case "", "auto", "zerocopy", "copy":
 		default:
-			add(ipath+".bind", "%s: bind %q: want auto, zerocopy or copy", name, in.Bind)
+			add(ipath+".bind", "%s: bind %s: want auto, zerocopy or copy", name, pipelinesQuote(in.Bind))
 		}
 		qs := map[int]bool{}
 		for _, q := range in.Queues {
@@ -381,7 +604,7 @@ func (c Config) Validate() error {
 	}
 	for port, iface := range c.Ports {
 		if !seen[iface] {
-			add("ports."+port, "ports: %s -> %q: not one of the interfaces", port, iface)
+			add("ports."+port, "ports: %s -> %s: not one of the interfaces", pipelinesQuote(port), pipelinesQuote(iface))
 		}
 	}
 	if _, err := pipelines.ParseOffloadMode(c.Offload); err != nil {
@@ -390,7 +613,7 @@ func (c Config) Validate() error {
 	switch c.Pass {
 	case "refuse", "drop":
 	default:
-		add("pass", "pass %q: want refuse or drop", c.Pass)
+		add("pass", "pass %s: want refuse or drop", pipelinesQuote(c.Pass))
 	}
 	u := c.UMEM
 	if u.FrameSize != 2048 && u.FrameSize != 4096 {
@@ -427,7 +650,7 @@ func (c Config) Validate() error {
 	switch c.OnLinkLoss {
 	case "exit", "continue":
 	default:
-		add("on_link_loss", "on_link_loss %q: want exit or continue", c.OnLinkLoss)
+		add("on_link_loss", "on_link_loss %s: want exit or continue", pipelinesQuote(c.OnLinkLoss))
 	}
 	if c.StatsInterval < 0 {
 		add("stats_interval", "stats_interval: must not be negative")
@@ -435,19 +658,19 @@ func (c Config) Validate() error {
 	switch c.Log.Format {
 	case "text", "json":
 	default:
-		add("log.format", "log.format %q: want text or json", c.Log.Format)
+		add("log.format", "log.format %s: want text or json", pipelinesQuote(c.Log.Format))
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		add("log.level", "log.level %q: want debug, info, warn or error", c.Log.Level)
+		add("log.level", "log.level %s: want debug, info, warn or error", pipelinesQuote(c.Log.Level))
 	}
 	if c.Control.Socket != "" && !filepath.IsAbs(c.Control.Socket) {
-		add("control.socket", "control.socket %q: want an absolute path", c.Control.Socket)
+		add("control.socket", "control.socket %s: want an absolute path", pipelinesQuote(c.Control.Socket))
 	}
 	for _, f := range []struct{ key, v string }{{"control.token_file", c.Control.TokenFile}, {"capture_dir", c.CaptureDir}} {
 		if f.v != "" && (!filepath.IsAbs(f.v) || filepath.Clean(f.v) != f.v) {
-			add(f.key, "%s %q: want a clean absolute path", f.key, f.v)
+			add(f.key, "%s %s: want a clean absolute path", f.key, pipelinesQuote(f.v))
 		}
 	}
 	if c.CaptureDir == "" {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -76,7 +75,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			made.Close() // the returns below have already set d to nil
 		}
 	}()
-	src, err := os.ReadFile(cfg.PipelinePath())
+	src, err := pipelines.ReadConfigFile(cfg.PipelinePath())
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline config: %w", err)
 	}
