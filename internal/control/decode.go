@@ -12,13 +12,19 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // Body limits: a pipeline's source is the largest thing a request
-// carries (MaxRequestBytes); every other request is a few fields or
-// nothing.
+// carries (MaxRequestBytes: a source of up to pipelines.MaxConfigBytes,
+// the limit a pipeline file has, with room for its JSON escaping, so a
+// pipeline that loads from a file loads through the API too: a 100,000-rule
+// filter is about 10 MB); every other request is a few fields or nothing.
+// Loads are read one at a time (Server.loading), so the bodies in memory
+// at once are bounded by one large one, not by the number of clients.
 const (
-	MaxRequestBytes = 1 << 20
+	MaxRequestBytes = pipelines.MaxConfigBytes + pipelines.MaxConfigBytes/4
 	MaxSmallRequest = 4 << 10
 )
 

@@ -72,6 +72,9 @@ type Server struct {
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
+	// loading admits one pipeline load at a time, from reading its body
+	// to the backend's answer (see MaxRequestBytes).
+	loading chan struct{}
 }
 
 type peerKey struct{}
@@ -105,7 +108,7 @@ func NewServer(o Options, b Backend, log *slog.Logger) (_ *Server, err error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{opts: o, b: b, log: log, gid: -1}
+	s := &Server{opts: o, b: b, log: log, gid: -1, loading: make(chan struct{}, 1)}
 	if o.Group != "" {
 		gid, err := LookupGroup(o.Group)
 		if err != nil {
@@ -385,6 +388,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/pipelines", s.read(func(*http.Request) (any, error) { return s.b.Pipelines(), nil }))
 	mux.HandleFunc("POST /v1/pipelines", s.action("pipeline load", func(r *http.Request, p Peer) (any, []any, error) {
+		select {
+		case s.loading <- struct{}{}:
+			defer func() { <-s.loading }()
+		case <-r.Context().Done():
+			return nil, nil, Errorf(ErrBadRequest, "client went away while another load was in progress")
+		}
 		var req LoadRequest
 		if err := decode(r, &req, MaxRequestBytes); err != nil {
 			return nil, nil, err

@@ -455,3 +455,28 @@ func TestTCPListener(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadLargePipeline: a pipeline the file limits accept loads through
+// the API too. The body cap was once 1 MiB, which refused (413) any
+// filter of more than about 12,000 rules that loaded fine from a file.
+func TestLoadLargePipeline(t *testing.T) {
+	fb := newFake()
+	_, sock := serve(t, fb)
+	var b strings.Builder
+	b.WriteString("name: large\nstages:\n  - {name: parse, type: parse}\n  - name: acl\n    type: filter\n    default: accept\n    rules:\n")
+	const rules = 30000
+	for i := range rules {
+		fmt.Fprintf(&b, "      - {proto: udp, src: 10.%d.%d.0/24, dst_port: %d, action: \"drop:x\"}\n", i/256%256, i%256, 1+i%60000)
+	}
+	b.WriteString("  - {name: out, type: tx, port: out0}\n")
+	if b.Len() <= 1<<20 {
+		t.Fatalf("test pipeline is %d bytes: not over the old 1 MiB cap", b.Len())
+	}
+	info, err := client.New(sock).Load(context.Background(), control.LoadRequest{File: "large.yaml", Source: b.String()})
+	if err != nil {
+		t.Fatalf("load of a %d-byte pipeline: %v", b.Len(), err)
+	}
+	if info.Name != "large" {
+		t.Fatalf("loaded %+v", info)
+	}
+}

@@ -247,8 +247,8 @@ func jsonNum(n uint64) string {
 // missing, W's workers; port 9, 53 or 80 missing, D (the kernel). The
 // big rules (TCP, which the test never sends) are what the old swap
 // parsed again for the kernel half on every swap: W's 50,000 took 1.7 s
-// of Graph compile on the 2-core dev box, K's 12,000 (all that fit in a
-// control request's 1 MiB) 0.4 s.
+// of Graph compile on the 2-core dev box, K's 12,000 (all that fit in the control
+// API's old 1 MiB body cap) 0.4 s.
 const (
 	atOnceKRules           = 12000
 	atOnceMACK, atOnceMACW = "02:77:66:00:00:0b", "02:77:66:00:00:0c"
