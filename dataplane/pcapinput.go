@@ -69,7 +69,7 @@ func openCapture(ctx context.Context, path string) (*captureInput, error) {
 		// A pipe or FIFO on standard input: open it again through /proc,
 		// pollable, so that a read gives way to ctx. (A socket cannot be
 		// reopened; it is read as it is.)
-		if f, err := os.OpenFile("/proc/self/fd/0", os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+		if f, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", os.Stdin.Fd()), os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 			in.f = f
 		}
 		in.watch(ctx)
@@ -116,7 +116,7 @@ func notACapture(name string, fi fs.FileInfo) error {
 	case m.IsDir():
 		what = "a directory"
 	case m&fs.ModeCharDevice != 0 && name == "standard input":
-		return fmt.Errorf("capture %s is a terminal: pipe a capture into it (warpctl replay - < capture.pcap) or name a file", name)
+		return fmt.Errorf("capture %s is a terminal or a device: pipe a capture into it (warpctl replay - < capture.pcap) or name a file: %w", name, ErrNotCaptureFile)
 	case m&fs.ModeCharDevice != 0:
 		what = "a character device"
 	case m&fs.ModeDevice != 0:
@@ -126,7 +126,7 @@ func notACapture(name string, fi fs.FileInfo) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("capture %s is %s, not a capture file: %w", name, what, ErrNotCaptureFile)
+	return fmt.Errorf("capture %s is %s: %w", name, what, ErrNotCaptureFile)
 }
 
 // ErrNotCaptureFile is wrapped by the error for a capture path that names

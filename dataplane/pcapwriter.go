@@ -52,6 +52,7 @@ type PcapWriter struct {
 	bw     *bufio.Writer
 	closer io.Closer // the file; nil for NewPcapWriter over a non-Closer
 	err    error     // sticky write error
+	full   error     // the output limit was reached: every later packet is refused
 	closed bool
 	nano   bool          // nanosecond timestamps
 	stamps *frameStamps  // per-frame stamps of the input; nil: synthetic
@@ -183,6 +184,9 @@ func (w *PcapWriter) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
+	if w.full != nil {
+		return 0, w.full
+	}
 	i := w.packets.Load()
 	var bytes uint64
 	n := 0
@@ -198,7 +202,8 @@ func (w *PcapWriter) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 			ts = int64(i) * 1e3
 		}
 		if w.budget != nil && !w.budget.take(int64(len(h)+len(data))) {
-			w.err = fmt.Errorf("pcap writer %s: %w", w.path, ErrOutputLimit)
+			// Not sticky in err: what was written is still flushed.
+			w.full = fmt.Errorf("pcap writer %s: %w", w.path, ErrOutputLimit)
 			break
 		}
 		sec, frac := ts/1e9, ts%1e9
@@ -223,6 +228,9 @@ func (w *PcapWriter) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 	}
 	w.packets.Add(uint64(n))
 	w.bytes.Add(bytes)
+	if w.err == nil && w.full != nil {
+		return n, w.full
+	}
 	return n, w.err
 }
 
