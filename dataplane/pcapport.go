@@ -398,7 +398,7 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 
 // receiveStream fills b (nil: only reads the first record) from the capture
 // stream. It is the streaming hot path: one deferred recover per batch, not
-// per record, turns a panic inside pcapgo (a reader bug on hostile input)
+// per record, turns a panic inside the capture reader (a bug on hostile input)
 // into an error naming the record; packets placed before it stay in b.
 func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err error) {
 	defer func() {

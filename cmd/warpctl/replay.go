@@ -422,14 +422,20 @@ func maxOutputFor(f replayFlags, in replayInput) int64 {
 			size = fi.Size()
 		}
 	}
+	return autoMaxOutput(size, f.loops)
+}
+
+// autoMaxOutput is --max-output auto for a capture of size bytes (0:
+// unknown) replayed loops times.
+func autoMaxOutput(size int64, loops int) int64 {
 	if size == 0 {
 		return maxOutputUnsized
 	}
-	loops := int64(max(f.loops, 1))
-	if size > math.MaxInt64/maxOutputFactor/loops {
+	n := int64(max(loops, 1))
+	if size > math.MaxInt64/maxOutputFactor/n {
 		return 0
 	}
-	return max(size*maxOutputFactor*loops, maxOutputFloor)
+	return max(size*maxOutputFactor*n, maxOutputFloor)
 }
 
 // parseSize reads a byte count: a number, optionally with a unit (K, M, G,
