@@ -154,7 +154,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		}
 		return rep, interruptedRead(ctx, err)
 	}
-	if nonEthernet := rd.linkNames(); nonEthernet != "" {
+	if nonEthernet := rd.linkNames(); nonEthernet != "" && cfg.OutDir != "" {
 		notice(fmt.Sprintf("outputs are Ethernet captures: the pipeline's stages read and rewrite Ethernet headers, so %s packets got a synthetic Ethernet header in place of their own", nonEthernet))
 	}
 	var budget *outputBudget
