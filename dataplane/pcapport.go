@@ -55,8 +55,11 @@ type ReplayStats struct {
 	// Malformed counts records skipped because they are shorter than their
 	// own link-layer header (an SLL record under 16 bytes, ...).
 	Malformed uint64
-	// ZeroLength counts records skipped because they hold no bytes at all
-	// (tcpdump and tshark skip them too).
+	// ZeroLength counts records skipped because they hold no bytes at all.
+	// tcpdump and tshark count such a record as a packet (an empty frame
+	// with its own number); there is nothing in it to run a pipeline on, so
+	// it is an input drop here, and Records still counts it, so record
+	// numbers stay tshark's frame numbers.
 	ZeroLength uint64
 	// Cut counts packets handed out whose capture record is shorter than
 	// the original packet (a small snaplen); they carry rings.FlagCut.
@@ -117,6 +120,7 @@ type ReplayPort struct {
 	rd      *recordReader
 	rec     record // read but not yet placed (arena was empty)
 	pending bool
+	live    bool   // the source cannot seek (a pipe): hand out what is read before a read that may block
 	nrec    uint64 // records read (all passes); published to records per call
 	hdr     [ethHeaderLen]byte
 	passes  int    // passes started
@@ -132,6 +136,13 @@ type ReplayPort struct {
 	cursor   int          // next pre index to hand out
 	left     int64        // packets still to hand out; -1 forever
 	finished bool         // left reached 0 and home frames went back to the arena
+
+	// stamps holds, per arena frame, what the capture said of the packet
+	// in it (timestamp, original length), for the pcap writers.
+	stamps *frameStamps
+	// budget, when set, is the outputs' byte limit: once it is reached
+	// the port stops with its error (see outputBudget).
+	budget *outputBudget
 
 	seq    uint64
 	err    error // sticky receive error
@@ -166,6 +177,33 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 	if a == nil {
 		return nil, fmt.Errorf("replay %s: nil arena", name)
 	}
+	rd, err := newRecordReader(name, r)
+	if err != nil {
+		return nil, err
+	}
+	return newReplayFrom(rd, f, a, o)
+}
+
+// canSeek reports whether r can be read again from its start: a Seeker
+// that is not an *os.File, or an *os.File of a regular file (a pipe's
+// Seek fails).
+func canSeek(r io.Reader) bool {
+	if f, ok := r.(*os.File); ok {
+		fi, err := f.Stat()
+		return err == nil && fi.Mode().IsRegular()
+	}
+	_, ok := r.(io.Seeker)
+	return ok
+}
+
+// newReplayFrom makes the port over a record reader that has read the
+// capture's header (and nothing more, or was rewound). f, when set, is
+// the file under it, which the port then owns.
+func newReplayFrom(rd *recordReader, f *os.File, a *rings.Arena, o ReplayOptions) (*ReplayPort, error) {
+	name, r := rd.name, rd.src
+	if a == nil {
+		return nil, fmt.Errorf("replay %s: nil arena", name)
+	}
 	if o.Loops < -1 {
 		return nil, fmt.Errorf("replay %s: loops %d: want -1 (forever), 0, 1 or more", name, o.Loops)
 	}
@@ -175,7 +213,8 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 	if o.MinFrames > 0 && !o.Preload {
 		return nil, fmt.Errorf("replay %s: min frames %d needs preload", name, o.MinFrames)
 	}
-	if _, ok := r.(io.Seeker); !ok && !o.Preload && (o.Loops > 1 || o.Loops == -1) {
+	seekable := canSeek(r)
+	if !seekable && !o.Preload && (o.Loops > 1 || o.Loops == -1) {
 		return nil, fmt.Errorf("replay %s: loops %d without preload need a seekable source", name, o.Loops)
 	}
 	if o.Name == "" {
@@ -189,8 +228,10 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 		maxLen: a.FrameSize() - a.Headroom(),
 		src:    r,
 		file:   f,
+		live:   !seekable,
 		shift:  uint(bits.TrailingZeros(uint(a.FrameSize()))),
 	}
+	p.stamps = newFrameStamps(a)
 	switch src := r.(type) {
 	case *os.File:
 		if fi, err := src.Stat(); err == nil && fi.Mode().IsRegular() {
@@ -198,10 +239,6 @@ func newReplay(name string, r io.Reader, f *os.File, a *rings.Arena, o ReplayOpt
 		}
 	case interface{ Size() int64 }: // bytes.Reader, strings.Reader
 		p.size = src.Size()
-	}
-	rd, err := newRecordReader(name, r)
-	if err != nil {
-		return nil, err
 	}
 	p.rd = rd
 	p.passes = 1
@@ -299,6 +336,7 @@ func (p *ReplayPort) place() (d rings.Desc, placed, ok bool) {
 	if !ok {
 		return d, false, false
 	}
+	p.stamps.s[addr>>p.shift] = frameStamp{ts: p.rec.ts, delta: int32(int64(p.rec.orig) - int64(len(data)))}
 	dst := p.mem[addr : addr+uint64(n)]
 	if hl > 0 { // Ethernet (most captures) has no header to write
 		copy(dst, p.hdr[:hl])
@@ -341,7 +379,13 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 	if p.closed {
 		return 0, net.ErrClosed
 	}
+	if p.budget != nil && p.budget.hit && p.err == nil {
+		p.err = p.budget.err(p.nrec)
+	}
 	if p.opt.Preload {
+		if p.err != nil {
+			return 0, p.err
+		}
 		return p.receivePreloaded(b)
 	}
 	n, bytes, err := p.receiveStream(b)
@@ -354,7 +398,7 @@ func (p *ReplayPort) Receive(b *rings.Batch) (int, error) {
 
 // receiveStream fills b (nil: only reads the first record) from the capture
 // stream. It is the streaming hot path: one deferred recover per batch, not
-// per record, turns a panic inside pcapgo (a reader bug on hostile input)
+// per record, turns a panic inside the capture reader (a bug on hostile input)
 // into an error naming the record; packets placed before it stay in b.
 func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err error) {
 	defer func() {
@@ -390,6 +434,11 @@ func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err err
 		p.passPkt++
 		n++
 		bytes += uint64(d.Len)
+		if p.live && p.rd.buf.Buffered() == 0 {
+			// A live stream: what was read goes on now, rather than
+			// waiting in a part-filled batch for traffic that may not come.
+			break
+		}
 	}
 	return n, bytes, nil
 }

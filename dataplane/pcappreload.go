@@ -55,6 +55,7 @@ func (p *ReplayPort) preload() error {
 						name, reps, packets, p.opt.MinFrames, rings.ErrArenaEmpty)
 				}
 				copy(p.mem[addr:addr+uint64(src.Len)], p.mem[src.Addr:src.Addr+uint64(src.Len)])
+				p.stamps.s[addr>>p.shift] = p.stamps.s[src.Addr>>p.shift]
 				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len}, p.preCut != nil && p.preCut[i])
 			}
 		}

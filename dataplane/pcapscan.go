@@ -1,10 +1,8 @@
 package dataplane
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -13,20 +11,35 @@ import (
 // jumbo frames (9,000 bytes) or of GRO/TSO host traffic (up to 64 KiB) needs
 // frames larger than the default 4 KiB. Replay sizes the arena for the
 // capture: the smallest power of two from 4 KiB to 64 KiB that holds its
-// longest packet after link-type normalisation plus the headroom. It knows
-// that length from the file header when the snap length is small enough
-// for the default frames; otherwise (tcpdump's default snap length is
-// 262144) it reads the capture once ahead, as it must anyway to preload.
+// longest packet after link-type normalisation plus the headroom.
+//
+// Where that length comes from depends on what the input is. A regular file
+// whose header promises packets small enough for the default frames (its
+// snap length) needs nothing more; otherwise (tcpdump's default snap length
+// is 262144) it is read once ahead, on the same open file, which is then
+// sought back to its start. Anything else (standard input, a pipe, a FIFO)
+// is read exactly once, so its frames are sized from the snap length its
+// headers declare (up to 64 KiB frames), or from --frame-size; a packet
+// longer than a frame holds is an oversize input drop, counted, never
+// truncated.
+//
 // The arena's memory stays about the default's 16 MiB (fewer, larger
-// frames) when streaming; a preload gets a frame per packet, up to 1 GiB.
+// frames) when streaming. A preload gets one frame per packet, of the
+// smallest size (from 2 KiB) that holds the capture's longest packet, up
+// to preloadLimit bytes of frames; a capture that does not fit (or an
+// input that cannot be read ahead) streams instead, and the replay says so.
 
 // Arena sizing limits.
 const (
-	arenaBytes      = 16 << 20 // a streaming arena's size, whatever its frame size
-	maxPreloadBytes = 1 << 30  // a preloading arena's largest size
-	minArenaFrames  = 256
-	maxFrameSize    = 65536 // rings.NewArena's limit
+	arenaBytes     = 16 << 20 // a streaming arena's size, whatever its frame size
+	minArenaFrames = 256
+	minFrameSize   = 2048  // rings.NewArena's smallest frame
+	maxFrameSize   = 65536 // rings.NewArena's limit
 )
+
+// preloadLimit is the most memory a preloading arena takes (a variable
+// only so that a test can lower it).
+var preloadLimit = 4 << 30
 
 // captureShape is what reading a capture ahead found.
 type captureShape struct {
@@ -34,21 +47,16 @@ type captureShape struct {
 	maxLen  int    // longest packet, after link-type normalisation
 }
 
-// scanCapture reads every record of the capture and returns its shape. A
-// damaged record ends the scan quietly, with what came before: the replay
-// itself reports it. An error is returned only for a capture that cannot be
-// opened at all.
-func scanCapture(name string, src io.Reader) (captureShape, error) {
+// scanCapture reads every record of the capture from rd (just opened) and
+// returns its shape. A damaged record ends the scan quietly, with what
+// came before: the replay itself reports it.
+func scanCapture(rd *recordReader) captureShape {
 	var s captureShape
-	rd, err := newRecordReader(name, src)
-	if err != nil {
-		return s, err
-	}
 	var hdr [ethHeaderLen]byte
 	var rec record
 	for {
 		if err := scanNext(rd, &rec); err != nil {
-			return s, nil
+			return s
 		}
 		s.records++
 		if len(rec.data) == 0 {
@@ -71,23 +79,11 @@ func scanNext(rd *recordReader, rec *record) (err error) {
 	return rd.readInto(rec)
 }
 
-// snaplenFits reports whether the capture's file header promises packets
-// that fit frames of the given options (a pcap file whose snap length is
-// small enough), so that no scan is needed.
-func snaplenFits(name string, src io.Reader, o rings.ArenaOptions) bool {
-	rd, err := newRecordReader(name, src)
-	if err != nil || rd.pcap == nil {
-		return false
-	}
-	// The largest synthetic header a link type adds is Ethernet's 14 bytes.
-	return int(rd.pcap.Snaplen())+ethHeaderLen <= o.FrameSize-o.Headroom
-}
-
-// frameSizeFor returns the smallest frame size from the default up to
-// 64 KiB that holds a packet of n bytes after headroom, and the headroom,
-// cut where a 64 KiB frame would otherwise not hold the packet.
-func frameSizeFor(n, headroom int) (size, room int) {
-	size = rings.DefaultArenaOptions().FrameSize
+// frameSizeFor returns the smallest frame size from from up to 64 KiB that
+// holds a packet of n bytes after headroom, and the headroom, cut where a
+// 64 KiB frame would otherwise not hold the packet.
+func frameSizeFor(from, n, headroom int) (size, room int) {
+	size = from
 	for size < maxFrameSize && size-headroom < n {
 		size *= 2
 	}
@@ -97,66 +93,105 @@ func frameSizeFor(n, headroom int) (size, room int) {
 	return size, headroom
 }
 
-// replayArena picks the arena options for cfg: cfg.Arena when set,
-// otherwise frames sized for the capture (see above), or of cfg.FrameSize
-// when it is set.
-func replayArena(cfg ReplayConfig) (rings.ArenaOptions, error) {
+// arenaPlan is how a replay's arena is sized, and whether a preload that
+// was asked for happens.
+type arenaPlan struct {
+	opts    rings.ArenaOptions
+	preload bool
+	note    string // one line for the user when the plan is not what was asked
+}
+
+// replayArena plans the arena for cfg's capture, read through rd (just
+// opened on in). A scan, when one is needed, reads the capture to its end
+// and rewinds rd to the start, so the replay reads it again from the same
+// open file.
+func replayArena(cfg ReplayConfig, rd *recordReader, in *captureInput) (arenaPlan, error) {
+	plan := arenaPlan{preload: cfg.Replay.Preload}
 	if cfg.Arena.Frames != 0 {
-		return cfg.Arena, nil
+		plan.opts = cfg.Arena
+		return plan, nil
 	}
 	o := rings.DefaultArenaOptions()
-	open := func() (io.Reader, func(), error) {
-		if cfg.CaptureData != nil {
-			return bytes.NewReader(cfg.CaptureData), func() {}, nil
+	seekable := in == nil || in.seekable
+	if plan.preload && !seekable {
+		if cfg.Replay.Loops > 1 || cfg.Replay.Loops == -1 {
+			return plan, fmt.Errorf("replay %s: preload with loops needs a capture that can be read twice (a file), not a pipe: save it to a file first", rd.name)
 		}
-		f, err := os.Open(cfg.Capture)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open capture: %w", err)
+		plan.preload = false
+		plan.note = fmt.Sprintf("preload: %s cannot be read ahead to size the frames; streaming it instead (the same packets and verdicts)", rd.name)
+	}
+	rewind := func() error {
+		s, ok := rd.src.(io.Seeker)
+		if !ok {
+			return fmt.Errorf("capture %s: cannot seek back after sizing the frames", rd.name)
 		}
-		return f, func() { f.Close() }, nil
+		if _, err := s.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("capture %s: seek back after sizing the frames: %w", rd.name, err)
+		}
+		return rd.rewind()
 	}
 	var shape captureShape
-	switch {
-	case cfg.FrameSize != 0:
-		if cfg.FrameSize < 2048 || cfg.FrameSize > maxFrameSize || cfg.FrameSize&(cfg.FrameSize-1) != 0 {
-			return o, fmt.Errorf("frame size %d: must be a power of two from 2048 to %d", cfg.FrameSize, maxFrameSize)
+	scanned := false
+	if cfg.FrameSize != 0 {
+		if cfg.FrameSize < minFrameSize || cfg.FrameSize > maxFrameSize || cfg.FrameSize&(cfg.FrameSize-1) != 0 {
+			return plan, fmt.Errorf("frame size %d: must be a power of two from %d to %d", cfg.FrameSize, minFrameSize, maxFrameSize)
 		}
 		o.FrameSize = cfg.FrameSize
 		o.Headroom = min(o.Headroom, o.FrameSize/4)
-		if cfg.Replay.Preload {
-			src, done, err := open()
-			if err != nil {
-				return o, err
-			}
-			shape, err = scanCapture(cfg.Capture, src)
-			done()
-			if err != nil {
-				return o, err
-			}
+	}
+	switch {
+	case plan.preload:
+		shape, scanned = scanCapture(rd), true
+		if cfg.FrameSize == 0 {
+			o.FrameSize, o.Headroom = frameSizeFor(minFrameSize, shape.maxLen, o.Headroom)
 		}
-	default:
-		src, done, err := open()
-		if err != nil {
-			return o, err
-		}
-		fits := !cfg.Replay.Preload && snaplenFits(cfg.Capture, src, o)
-		done()
-		if !fits {
-			if src, done, err = open(); err != nil {
-				return o, err
-			}
-			shape, err = scanCapture(cfg.Capture, src)
-			done()
-			if err != nil {
-				return o, err
-			}
-			o.FrameSize, o.Headroom = frameSizeFor(shape.maxLen, o.Headroom)
+	case cfg.FrameSize != 0:
+	case !seekable:
+		// Read once: the headers' promise is all there is. The largest
+		// synthetic header a link type adds is Ethernet's 14 bytes.
+		// A snap length over 64 KiB keeps the headroom: packets longer
+		// than a 64 KiB frame holds are then oversize drops.
+		o.FrameSize, o.Headroom = frameSizeFor(o.FrameSize, min(rd.snapLen()+ethHeaderLen, maxFrameSize-o.Headroom), o.Headroom)
+	case rd.ng || rd.snapLen()+ethHeaderLen > o.FrameSize-o.Headroom:
+		shape, scanned = scanCapture(rd), true
+		o.FrameSize, o.Headroom = frameSizeFor(o.FrameSize, shape.maxLen, o.Headroom)
+	}
+	if scanned {
+		if err := rewind(); err != nil {
+			return plan, err
 		}
 	}
 	o.Frames = max(arenaBytes/o.FrameSize, minArenaFrames)
-	if cfg.Replay.Preload {
-		need := max(int(min(shape.records, uint64(maxPreloadBytes/o.FrameSize))), cfg.Replay.MinFrames)
-		o.Frames = max(o.Frames, need)
+	if plan.preload {
+		need := max(shape.records, 1)
+		if m := uint64(cfg.Replay.MinFrames); m > need {
+			need = (m + need - 1) / need * need // whole passes (see ReplayOptions.MinFrames)
+		}
+		if need*uint64(o.FrameSize) > uint64(preloadLimit) {
+			plan.preload = false
+			plan.note = fmt.Sprintf("preload: %d packets in frames of %d bytes need %s, more than the %s a preload may take; streaming instead (looped passes re-read the capture rather than replaying the frames as the pipeline left them)",
+				need, o.FrameSize, byteSize(need*uint64(o.FrameSize)), byteSize(uint64(preloadLimit)))
+			if cfg.FrameSize == 0 {
+				o.FrameSize, o.Headroom = frameSizeFor(rings.DefaultArenaOptions().FrameSize, shape.maxLen, rings.DefaultArenaOptions().Headroom)
+			}
+			o.Frames = max(arenaBytes/o.FrameSize, minArenaFrames)
+		} else {
+			o.Frames = max(o.Frames, int(need))
+		}
 	}
-	return o, nil
+	plan.opts = o
+	return plan, nil
+}
+
+// byteSize writes n bytes for a person: 1.9 GiB, 512 MiB, 600 KiB, 12 bytes.
+func byteSize(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -67,7 +67,8 @@ func streamCapture(tb testing.TB, size int, ng bool) []byte {
 //	decode   pcapgo plus a gopacket DecodingLayerParser (Ethernet, IPv4,
 //	         IPv6, TCP, UDP) per packet: the naive gopacket replay program
 //	         (internal/baseline) that ours should beat.
-//	records  recordReader.next: pcapgo plus budget, error mapping, link type
+//	records  recordReader.next: our own parser (in place from the read
+//	         buffer), error mapping, link type
 //	         (rewound per pass).
 //	receive  ReplayPort.Receive in batches of 64 with Recycle, looping
 //	         forever: records plus normalisation and the copy into a frame.

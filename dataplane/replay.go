@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -33,8 +34,17 @@ type ReplayConfig struct {
 	// frames of FrameSize bytes when that is set.
 	Arena     rings.ArenaOptions
 	FrameSize int
+	// MaxOutput, when above 0, bounds the bytes written to the output
+	// captures together (file headers included): the replay stops, as at
+	// a damaged record, with an error wrapping ErrOutputLimit, once the
+	// next packet would pass it.
+	MaxOutput int64
 	// Progress, when set, is called about five times a second.
 	Progress func(ReplayProgress)
+	// Notice, when set, is given one-line notices, each at most once: a
+	// preload that streams instead, outputs converted to Ethernet, a
+	// capture that is mostly zero-length records.
+	Notice func(string)
 	// Context, when set, stops the replay when it is done (Ctrl-C): the
 	// input stops at the next batch, what is in flight drains, and Replay
 	// returns the report so far with an error wrapping ErrInterrupted.
@@ -53,37 +63,106 @@ type ReplayProgress struct {
 // Context.
 var ErrInterrupted = errors.New("interrupted")
 
+// The zero-length warning: once more than this share of the records read
+// (and at least this many) hold no bytes, the replay says so once.
+const (
+	zeroLengthWarnPercent = 1
+	zeroLengthWarnMin     = 100
+)
+
+// interruptedRead turns a read that failed because ctx ended (a pipe's
+// read deadline, see openCapture) into ErrInterrupted.
+func interruptedRead(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (%v)", ErrInterrupted, err)
+	}
+	return err
+}
+
 // PassFile is the capture that receives passed packets in a replay.
 const PassFile = "pass.pcap"
 
 // Replay runs cfg's capture through cfg's pipeline and returns the report.
+// The capture is a file, "-" for standard input, a pipe or a FIFO (see
+// pcapinput.go), read in one pass unless it is a regular file.
 // The report is returned (with what was counted) even when err != nil, as
 // long as the run started: a capture that turns corrupt midway, an output
 // that fails, or an interrupt (cfg.Context) stop the input, and what was
 // read before is still processed, reported, written to well-formed output
 // captures and to counters.json. rep.Pipeline is set once the run started.
 func Replay(cfg ReplayConfig) (rep Report, err error) {
-	ao, err := replayArena(cfg)
+	ctx := cfg.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	notice := func(string) {}
+	if cfg.Notice != nil {
+		notice = cfg.Notice
+	}
+	var src io.Reader
+	var input *captureInput
+	name := cfg.Capture
+	if cfg.CaptureData != nil {
+		src = bytes.NewReader(cfg.CaptureData)
+	} else {
+		if input, err = openCapture(ctx, cfg.Capture); err != nil {
+			return rep, err
+		}
+		defer input.release()
+		src, name = input.f, input.name
+	}
+	rd, err := newRecordReader(name, src)
 	if err != nil {
+		if input != nil {
+			input.f.Close()
+		}
+		return rep, interruptedRead(ctx, err)
+	}
+	plan, err := replayArena(cfg, rd, input)
+	if err != nil {
+		if input != nil {
+			input.f.Close()
+		}
 		return rep, err
 	}
-	arena, err := rings.NewArena(ao)
+	if plan.note != "" {
+		notice(plan.note)
+	}
+	arena, err := rings.NewArena(plan.opts)
 	if err != nil {
+		if input != nil {
+			input.f.Close()
+		}
 		return rep, fmt.Errorf("frame arena: %w", err)
 	}
 	ro := cfg.Replay
+	ro.Preload = plan.preload
 	if ro.Name == "" {
 		ro.Name = filepath.Base(cfg.Capture)
+		if cfg.Capture == StdinName {
+			ro.Name = "stdin"
+		}
 	}
-	var in *ReplayPort
-	if cfg.CaptureData != nil {
-		in, err = NewReplay(cfg.Capture, bytes.NewReader(cfg.CaptureData), arena, ro)
-	} else {
-		in, err = OpenReplay(cfg.Capture, arena, ro)
+	var file *os.File
+	if input != nil {
+		file = input.f
 	}
+	in, err := newReplayFrom(rd, file, arena, ro)
 	if err != nil {
-		return rep, err
+		if file != nil {
+			file.Close()
+		}
+		return rep, interruptedRead(ctx, err)
 	}
+	if nonEthernet := rd.linkNames(); nonEthernet != "" && cfg.OutDir != "" {
+		notice(fmt.Sprintf("outputs are Ethernet captures: the pipeline's stages read and rewrite Ethernet headers, so %s packets got a synthetic Ethernet header in place of their own", nonEthernet))
+	}
+	var budget *outputBudget
+	if cfg.MaxOutput > 0 && cfg.OutDir != "" {
+		budget = &outputBudget{limit: cfg.MaxOutput}
+		in.budget = budget
+	}
+	wo := pcapWriterOptions{nano: rd.nanoRes, stamps: in.stamps, budget: budget}
 	var closers []Port
 	closers = append(closers, in)
 	started := false
@@ -113,7 +192,7 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 		if cfg.OutDir == "" {
 			return NewNullPort(name), nil
 		}
-		return CreatePcapWriter(filepath.Join(cfg.OutDir, file), name, layers.LinkTypeEthernet)
+		return createPcapWriter(filepath.Join(cfg.OutDir, file), name, layers.LinkTypeEthernet, wo)
 	}
 	if cfg.OutDir != "" {
 		if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
@@ -149,26 +228,33 @@ func Replay(cfg ReplayConfig) (rep Report, err error) {
 	if err != nil {
 		return rep, err
 	}
-	var progress Progress
-	if cfg.Progress != nil {
-		// The engine calls this from its I/O loop, the goroutine that
-		// drives the port, so the port's position can be read directly.
-		progress = func(received uint64) {
-			cfg.Progress(ReplayProgress{Received: received, Fraction: in.fraction()})
+	// The engine calls progress from its I/O loop, the goroutine that
+	// drives the port, so the port's position can be read directly.
+	zeroWarned := false
+	checkZero := func() {
+		if zeroWarned {
+			return
+		}
+		if zero, recs := in.zeroLen.Load(), in.nrec; zero >= zeroLengthWarnMin && zero*100 > recs*zeroLengthWarnPercent {
+			zeroWarned = true
+			notice(fmt.Sprintf("warning: %d of the %d records read so far hold no bytes at all (zero-length records: input drops here, empty frames to tshark); is %s really a capture?", zero, recs, name))
 		}
 	}
-	ctx := cfg.Context
-	if ctx == nil {
-		ctx = context.Background()
+	progress := func(received uint64) {
+		checkZero()
+		if cfg.Progress != nil {
+			cfg.Progress(ReplayProgress{Received: received, Fraction: in.fraction()})
+		}
 	}
 	started = true
 	// A stop through ctx is clean for the engine (it stops receiving and
 	// drains what is in flight, returning nil); for a replay it means the
 	// capture was not read to its end.
-	runErr := e.RunContext(ctx, progress)
+	runErr := interruptedRead(ctx, e.RunContext(ctx, progress))
 	if runErr == nil && ctx.Err() != nil && !in.eof {
 		runErr = fmt.Errorf("replay %s: %w", cfg.Capture, ErrInterrupted)
 	}
+	checkZero()
 	rep = e.Report()
 	st := in.Stats()
 	rep.Records = st.Records

@@ -229,6 +229,11 @@ func (r Report) AccountingLine() string {
 		}
 		line += fmt.Sprintf("; %d records not received (input drops)", n)
 	}
+	if r.Records > 0 {
+		// tshark numbers every record, an empty one too: errors name
+		// records by the same numbers.
+		line += fmt.Sprintf("; %d capture records (tshark's frame count)", r.Records)
+	}
 	return line
 }
 

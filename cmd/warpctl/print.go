@@ -104,7 +104,15 @@ func newProgressBar(w io.Writer, name string, data []byte, loops int) *progressB
 	}
 	size := int64(len(data))
 	if data == nil {
-		if fi, err := os.Stat(name); err == nil {
+		fi, err := os.Stat(name)
+		if name == dataplane.StdinName {
+			fi, err = os.Stdin.Stat()
+		}
+		if err == nil && !fi.Mode().IsRegular() {
+			p.on = true // a pipe or a live stream: its size is unknown
+			return p
+		}
+		if err == nil {
 			size = fi.Size()
 		}
 	}

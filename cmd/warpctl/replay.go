@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -42,17 +44,35 @@ type replayFlags struct {
 	noTiming  bool
 	track     bool
 	backend   string
+	maxOutput string
 }
 
 func newReplayCommand() *cobra.Command {
 	var f replayFlags
 	cmd := &cobra.Command{
-		Use:   "replay [flags] [CAPTURE...]",
+		Use:   "replay [flags] [CAPTURE|- ...]",
 		Short: "Replay captures through a pipeline, offline and deterministically",
 		Long: `Replay runs each capture (pcap or pcapng, any version libpcap reads,
 optionally gzip-compressed) through a pipeline on a pool of persistent
 workers and prints what every stage did and where every packet went. With no
 capture it replays an embedded sample through the embedded default pipeline.
+
+A capture is read once, front to back, so it may be a pipe: "-" is standard
+input (tcpdump -w - -U | warpctl replay -), and /dev/stdin, a FIFO and
+process substitution (warpctl replay <(zcat x.pcap.gz)) work too. A live
+stream is replayed as it arrives, with progress on a terminal; Ctrl-C stops
+it with the report so far. Only a regular file is read ahead (to size
+frames) or again (--loops); a pipe's frames are sized from the snap length
+its header declares, or --frame-size.
+
+Output captures keep what the input said of each packet: its timestamp, at
+the input's resolution (nanosecond pcap where the input had nanoseconds),
+and its original length (a packet the capture cut stays cut; one the
+pipeline lengthened or shortened keeps the difference). They are Ethernet
+captures whatever the input's link type: the pipeline works on Ethernet
+frames, and a capture of another link type is replayed with a synthetic
+Ethernet header (the replay says so). --max-output bounds what all outputs
+together may take; the replay stops with a clear line when they reach it.
 
 Outputs (one capture per tx port, pass.pcap, sample files and counters.json)
 are written to --out, which must be new or empty: --force replaces what an
@@ -84,6 +104,7 @@ then the error (or "interrupted") is printed and the exit code says which.
 	fl.BoolVar(&f.noTiming, "no-timing", false, "do not measure per-stage time")
 	fl.BoolVar(&f.track, "track-frames", false, "debug mode: track every frame's owner and audit the arena after the run")
 	fl.StringVar(&f.backend, "backend", "", "cpu or cuda (default: the pipeline's settings.backend, else cpu)")
+	fl.StringVar(&f.maxOutput, "max-output", "auto", "with --out: stop once the output captures together would pass this size (bytes, or 500M, 4G, 2GiB; 0: no limit). auto: 16 times the capture's size on disk (times --loops), at least 4 GiB; 64 GiB for a pipe")
 	return cmd
 }
 
@@ -109,6 +130,9 @@ func checkReplayFlags(cmd *cobra.Command, f replayFlags) error {
 		return failf(codeUsage, "--frame-size %d: must be a power of two from 2048 to 65536", f.frameSize)
 	case f.force && f.out == "":
 		return failf(codeUsage, "--force needs --out")
+	}
+	if _, err := parseSize(f.maxOutput); err != nil {
+		return failf(codeUsage, "--max-output %s: %v", f.maxOutput, err)
 	}
 	return nil
 }
@@ -153,8 +177,15 @@ func runReplay(cmd *cobra.Command, f replayFlags, args []string) error {
 	if len(args) == 0 {
 		inputs = append(inputs, replayInput{name: sampleName, data: sampleCapture})
 	}
+	stdin := 0
 	for _, a := range args {
 		inputs = append(inputs, replayInput{name: a})
+		if a == dataplane.StdinName {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return failf(codeUsage, "standard input (-) is named %d times: it can be read once", stdin)
 	}
 	subdir := func(in replayInput) string {
 		if len(inputs) > 1 {
@@ -270,8 +301,15 @@ func replayOne(ctx context.Context, f replayFlags, g *pipelines.Graph, in replay
 		Replay:      dataplane.DefaultReplayOptions(),
 		FrameSize:   f.frameSize,
 		Context:     ctx,
+		MaxOutput:   maxOutputFor(f, in),
+		Notice: func(line string) {
+			fmt.Fprintf(stderr, "%s: %s\n", in.name, line)
+		},
 	}
 	cfg.Replay.Name = filepath.Base(in.name)
+	if in.name == dataplane.StdinName {
+		cfg.Replay.Name = "stdin"
+	}
 	cfg.Replay.Loops = f.loops
 	cfg.Replay.Preload = f.preload
 	cfg.Engine.Workers = f.workers
@@ -307,6 +345,9 @@ func replayOne(ctx context.Context, f replayFlags, g *pipelines.Graph, in replay
 		cr.Error = err.Error()
 		if errors.Is(err, dataplane.ErrInterrupted) {
 			cr.Error = "interrupted"
+		}
+		if errors.Is(err, dataplane.ErrOutputLimit) {
+			cr.Error += " (--max-output " + f.maxOutput + "; 0 for no limit)"
 		}
 		// Errors from opening a capture already name it.
 		if msg := cr.Error; strings.Contains(msg, in.name) {
@@ -345,8 +386,92 @@ func joinIf(dir, sub string) string {
 }
 
 // captureStem names a capture's output subdirectory: its base name without
-// the extension.
+// the extension ("stdin" for standard input).
 func captureStem(name string) string {
+	if name == dataplane.StdinName {
+		return "stdin"
+	}
 	base := filepath.Base(strings.TrimPrefix(name, "embedded:"))
 	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// Output limit defaults (see --max-output).
+const (
+	maxOutputFactor  = 16
+	maxOutputFloor   = 4 << 30
+	maxOutputUnsized = 64 << 30
+)
+
+// maxOutputFor is the --max-output limit in bytes for one capture (0: no
+// limit), checkReplayFlags having checked the flag.
+func maxOutputFor(f replayFlags, in replayInput) int64 {
+	if f.maxOutput != "auto" {
+		n, _ := parseSize(f.maxOutput)
+		return n
+	}
+	var size int64
+	switch {
+	case in.data != nil:
+		size = int64(len(in.data))
+	case in.name == dataplane.StdinName:
+		if fi, err := os.Stdin.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+	default:
+		if fi, err := os.Stat(in.name); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+	}
+	return autoMaxOutput(size, f.loops)
+}
+
+// autoMaxOutput is --max-output auto for a capture of size bytes (0:
+// unknown) replayed loops times.
+func autoMaxOutput(size int64, loops int) int64 {
+	if size == 0 {
+		return maxOutputUnsized
+	}
+	n := int64(max(loops, 1))
+	if size > math.MaxInt64/maxOutputFactor/n {
+		return 0
+	}
+	return max(size*maxOutputFactor*n, maxOutputFloor)
+}
+
+// parseSize reads a byte count: a number, optionally with a unit (K, M, G,
+// T: powers of 1024, with or without "iB" or "B"), or "auto".
+func parseSize(s string) (int64, error) {
+	if s == "auto" {
+		return -1, nil
+	}
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, errors.New("want a size such as 0, 500M, 4G or 2GiB, or auto")
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	shift := 0
+	switch strings.ToUpper(strings.TrimSpace(t[i:])) {
+	case "", "B":
+	case "K", "KB", "KIB":
+		shift = 10
+	case "M", "MB", "MIB":
+		shift = 20
+	case "G", "GB", "GIB":
+		shift = 30
+	case "T", "TB", "TIB":
+		shift = 40
+	default:
+		return 0, fmt.Errorf("unknown unit %q (want K, M, G or T)", t[i:])
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, errors.New("too large")
+	}
+	return n << shift, nil
 }
