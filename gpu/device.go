@@ -12,12 +12,6 @@ import (
 //go:embed kernel.ptx
 var kernelPTX string
 
-// kernelArgs mirrors struct WfArgs in kernel.cu, field for field.
-type kernelArgs struct {
-	slots, arena, arenaLen, stop, frameMask uint64
-	nslots, stride, cap, pollNs             uint32
-}
-
 // device is one CUDA context on one locked OS thread. Every driver call
 // goes through do, which runs it on that thread: the driver binds a
 // context to a thread, and a goroutine that wandered to another thread
@@ -145,7 +139,7 @@ func (v *device) setup() error {
 	if err := d.check("cuModuleLoadData", d.cuModuleLoadData(&v.mod, &img[0])); err != nil {
 		return fail(err)
 	}
-	fname := []byte("wf_classify\x00")
+	fname := []byte("wf_kernel\x00")
 	if err := d.check("cuModuleGetFunction", d.cuModuleGetFunction(&v.fn, v.mod, &fname[0])); err != nil {
 		return fail(err)
 	}
@@ -272,6 +266,34 @@ func (v *device) hostRegister(mem []byte) (dptr uint64, err error) {
 	return dptr, err
 }
 
+// hostUnregister undoes hostRegister for mem (before the caller lets it
+// go).
+func (v *device) hostUnregister(mem []byte) error {
+	return v.do(func() error {
+		p := unsafe.Pointer(&mem[0])
+		for i, q := range v.hostRegs {
+			if q == p {
+				v.hostRegs = append(v.hostRegs[:i], v.hostRegs[i+1:]...)
+				return v.d.check("cuMemHostUnregister", v.d.cuMemHostUnregister(p))
+			}
+		}
+		return fmt.Errorf("cuMemHostUnregister: %p is not registered", p)
+	})
+}
+
+// free releases device memory from deviceAlloc.
+func (v *device) free(dptr uint64) error {
+	return v.do(func() error {
+		for i, q := range v.deviceAllocs {
+			if q == dptr {
+				v.deviceAllocs = append(v.deviceAllocs[:i], v.deviceAllocs[i+1:]...)
+				return v.d.check("cuMemFree", v.d.cuMemFree(dptr))
+			}
+		}
+		return fmt.Errorf("cuMemFree: %#x was not allocated here", dptr)
+	})
+}
+
 // deviceAlloc returns n bytes of device memory, filled from src (zeroed
 // past it) through the copy stream.
 func (v *device) deviceAlloc(n int, src []byte) (dptr uint64, err error) {
@@ -388,6 +410,3 @@ func tracef(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "gpu trace: "+format+"\n", args...)
 	}
 }
-
-// kernelThreads is WF_THREADS in kernel.cu.
-const kernelThreads = 128
