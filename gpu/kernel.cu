@@ -756,6 +756,14 @@ __device__ __forceinline__ void ld_cv_v2(const void* p, uint64_t& a, uint64_t& b
 __device__ __forceinline__ unsigned long long ld_volatile64(const unsigned long long* p) {
   return *(volatile const unsigned long long*)p;
 }
+__device__ __forceinline__ uint32_t ld_volatile32(const uint32_t* p) { return *(volatile const uint32_t*)p; }
+__device__ __forceinline__ void st_volatile32(uint32_t* p, uint32_t v) { *(volatile uint32_t*)p = v; }
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 #define WF_CHUNKS (WF_WIN / 16)
 
@@ -776,20 +784,27 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   const unsigned full = 0xffffffffu;
   uint32_t* stop = (uint32_t*)a.Stop;
   const uint8_t* table = (const uint8_t*)a.Table;
-  unsigned long long* claims = (unsigned long long*)a.Claims;
+  uint8_t* dv = (uint8_t*)a.Claims;
+  unsigned long long* claims = (unsigned long long*)(dv + WF_DV_CLAIMS);
+  uint32_t* mirror = (uint32_t*)(dv + WF_DV_MIRROR);
+  uint32_t* mirrorActive = (uint32_t*)(dv + WF_DV_MIRROR_ACTIVE);
+  unsigned long long* mirrorTime = (unsigned long long*)(dv + WF_DV_MIRROR_TIME);
   for (int k = tid; k < 2 * int(WF_MAX_SMALL); k += WF_THREADS) stage[k] = 0;
   if (tid == 0 && blockIdx.x == 0) st_release_sys(stop + 1, 0xC0DE0004u); // alive
   uint32_t rot = blockIdx.x;
   for (;;) {
     // Warp 0 finds a ring with a submitted slot nobody took and claims it.
+    // It looks in the device's mirror of the ring table; a warp that
+    // finds nothing refreshes the mirror from host memory if nobody did
+    // for WF_MIRROR_REFRESH_NS, so the idle blocks cost few PCIe reads.
     if (warp == 0) {
-      uint32_t idle = 0;
+      uint32_t idle = 0, nap = 32;
       int got = 0, quit = 0;
       for (;;) {
-        const uint32_t nr = __shfl_sync(full, lane == 0 ? ld_sys32(table + WF_RT_ACTIVE) : 0u, 0);
+        const uint32_t nr = __shfl_sync(full, lane == 0 ? ld_volatile32(mirrorActive) : 0u, 0);
         uint32_t db = 0, cl = 0;
         if (uint32_t(lane) < nr && nr <= a.RingsN) {
-          db = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
+          db = ld_volatile32(mirror + lane);
           cl = uint32_t(ld_volatile64(claims + lane));
         }
         const uint32_t has = __ballot_sync(full, int32_t(db - cl) > 0);
@@ -799,8 +814,8 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
           const uint32_t r = (uint32_t(__ffs(rotated)) - 1 + sft) & 31;
           rot++;
           if (lane == 0) {
-            // The doorbell read again by the lane that fences: the
-            // acquire orders this thread's own load.
+            // The host's doorbell, read by the lane that fences: the
+            // acquire below orders this thread's own load.
             const uint32_t d = ld_sys32(table + WF_RT_DOORBELLS + 4 * r);
             const unsigned long long c = ld_volatile64(claims + r);
             if (int32_t(d - uint32_t(c)) > 0 && atomicCAS(claims + r, c, c + 1) == c) {
@@ -813,12 +828,35 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
           if (got) break;
           continue;
         }
+        // Nothing in the mirror: refresh it when it is due and this warp
+        // wins the refresh.
+        int refresh = 0;
+        if (lane == 0) {
+          const unsigned long long now = globaltimer(), t = ld_volatile64(mirrorTime);
+          refresh = now - t >= WF_MIRROR_REFRESH_NS && atomicCAS(mirrorTime, t, now) == t;
+        }
+        refresh = __shfl_sync(full, refresh, 0);
+        if (refresh) {
+          const uint32_t hn = __shfl_sync(full, lane == 0 ? ld_sys32(table + WF_RT_ACTIVE) : 0u, 0);
+          const uint32_t n = hn < a.RingsN ? hn : a.RingsN;
+          if (uint32_t(lane) < n) st_volatile32(mirror + lane, ld_sys32(table + WF_RT_DOORBELLS + 4 * lane));
+          __syncwarp();
+          if (lane == 0) {
+            __threadfence(); // the doorbells before the count that exposes them
+            st_volatile32(mirrorActive, n);
+          }
+          __syncwarp();
+          continue;
+        }
         idle++;
         if ((idle & 63) == 63 && __shfl_sync(full, lane == 0 ? ld_sys32(stop) : 0u, 0)) {
           quit = 1;
           break;
         }
-        if (a.PollNs && idle > 64) __nanosleep(a.PollNs);
+        if (a.PollNs && idle > 64) {
+          __nanosleep(nap);
+          if (nap < a.PollNs) nap *= 2;
+        }
       }
       if (lane == 0) {
         sh.quit = quit;

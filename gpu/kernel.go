@@ -154,7 +154,7 @@ func (k *Kernel) setup() error {
 	if err != nil {
 		return fmt.Errorf("pinned stop word: %w", err)
 	}
-	claims, err := k.be.deviceZero(8 * maxRings)
+	claims, err := k.be.deviceZero(dvBytes)
 	if err != nil {
 		return fmt.Errorf("ring claims: %w", err)
 	}

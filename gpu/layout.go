@@ -67,6 +67,20 @@ const (
 	rtBytes     = rtActive + 64
 )
 
+// The kernel's own memory on the device (kernelArgs.Claims): per ring the
+// next sequence number to take, then a mirror of the ring table that one
+// block at a time refreshes from host memory (at most every
+// mirrorRefreshNs), so idle blocks look for work in device memory instead
+// of each reading host memory over PCIe.
+const (
+	dvClaims        = 0                     // u64 per ring
+	dvMirror        = 8 * maxRings          // u32 per ring: doorbells as last read
+	dvMirrorActive  = dvMirror + 4*maxRings // u32: rings in use as last read
+	dvMirrorTime    = dvMirrorActive + 8    // u64: %globaltimer of the last refresh
+	dvBytes         = 512
+	mirrorRefreshNs = 400
+)
+
 // slotLayout is where a slot of capacity n keeps its arrays.
 type slotLayout struct {
 	cap                                      int

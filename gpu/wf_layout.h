@@ -30,6 +30,11 @@
 #define WF_WIN_HEAD 0x10ull
 #define WF_RT_DOORBELLS 0x0ull
 #define WF_RT_ACTIVE 0x80ull
+#define WF_DV_CLAIMS 0x0ull
+#define WF_DV_MIRROR 0x100ull
+#define WF_DV_MIRROR_ACTIVE 0x180ull
+#define WF_DV_MIRROR_TIME 0x188ull
+#define WF_MIRROR_REFRESH_NS 0x190ull
 #define WF_VERDICT_SHIFT 0x10ull
 #define WF_SLOT_SAMPLERS 0x4ull
 
