@@ -17,16 +17,19 @@ type backend interface {
 	// address on the kernel's side.
 	hostAlloc(n int) (mem []byte, dptr uint64, err error)
 	// hostRegister makes mem (kept alive by the caller) reachable by the
-	// kernel and returns its address there; hostUnregister undoes it.
+	// kernel and returns its address there, until the backend closes
+	// (unregistering waits for the device to be idle, which a persistent
+	// kernel never is).
 	hostRegister(mem []byte) (dptr uint64, err error)
-	hostUnregister(mem []byte) error
 	// deviceZero returns n zeroed bytes of device memory.
 	deviceZero(n int) (dptr uint64, err error)
 	// upload places a device program and, right after it, its zeroed
 	// counters (counterWords words) where the kernel reads them; free
 	// releases them.
 	upload(words []uint64, counterWords int) (handle uint64, err error)
-	free(handle uint64) error
+	// rewrite places another program (and zeroed counters) in memory an
+	// upload returned, large enough, while the kernel may run.
+	rewrite(handle uint64, words []uint64, counterWords int) error
 	readCounters(h uint64, progWords int, dst []uint64) error
 	start(a kernelArgs, blocks int) error
 	// state reports whether the kernel has stopped, and its error if it
@@ -50,6 +53,14 @@ func (v *device) upload(words []uint64, counterWords int) (uint64, error) {
 		return 0, fmt.Errorf("upload program: %w", err)
 	}
 	return h, nil
+}
+
+func (v *device) rewrite(h uint64, words []uint64, counterWords int) error {
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
+	if err := v.deviceWrite(h, len(src)+8*counterWords, src); err != nil {
+		return fmt.Errorf("upload program: %w", err)
+	}
+	return nil
 }
 
 func (v *device) readCounters(h uint64, progWords int, dst []uint64) error {

@@ -266,31 +266,21 @@ func (v *device) hostRegister(mem []byte) (dptr uint64, err error) {
 	return dptr, err
 }
 
-// hostUnregister undoes hostRegister for mem (before the caller lets it
-// go).
-func (v *device) hostUnregister(mem []byte) error {
+// deviceWrite zeroes n bytes of device memory at dptr and copies src to
+// its start, through the copy stream (the persistent kernel keeps running
+// on its own).
+func (v *device) deviceWrite(dptr uint64, n int, src []byte) error {
 	return v.do(func() error {
-		p := unsafe.Pointer(&mem[0])
-		for i, q := range v.hostRegs {
-			if q == p {
-				v.hostRegs = append(v.hostRegs[:i], v.hostRegs[i+1:]...)
-				return v.d.check("cuMemHostUnregister", v.d.cuMemHostUnregister(p))
-			}
+		d := v.d
+		if err := d.check("cuMemsetD8Async", d.cuMemsetD8Async(dptr, 0, uintptr(n), v.cstream)); err != nil {
+			return err
 		}
-		return fmt.Errorf("cuMemHostUnregister: %p is not registered", p)
-	})
-}
-
-// free releases device memory from deviceAlloc.
-func (v *device) free(dptr uint64) error {
-	return v.do(func() error {
-		for i, q := range v.deviceAllocs {
-			if q == dptr {
-				v.deviceAllocs = append(v.deviceAllocs[:i], v.deviceAllocs[i+1:]...)
-				return v.d.check("cuMemFree", v.d.cuMemFree(dptr))
-			}
+		if err := d.check("cuMemcpyHtoDAsync", d.cuMemcpyHtoDAsync(dptr, unsafe.Pointer(&src[0]), uintptr(len(src)), v.cstream)); err != nil {
+			return err
 		}
-		return fmt.Errorf("cuMemFree: %#x was not allocated here", dptr)
+		err := d.check("cuStreamSynchronize", d.cuStreamSynchronize(v.cstream))
+		runtime.KeepAlive(src)
+		return err
 	})
 }
 

@@ -115,19 +115,6 @@ func (e *emulator) hostAlloc(n int) ([]byte, uint64, error) {
 
 func (e *emulator) hostRegister(mem []byte) (uint64, error) { return e.addRegion(mem), nil }
 
-func (e *emulator) hostUnregister(mem []byte) error {
-	d := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	e.rmu.Lock()
-	defer e.rmu.Unlock()
-	for i, r := range e.regions {
-		if r.addr == d && len(r.mem) == len(mem) {
-			e.regions = append(e.regions[:i], e.regions[i+1:]...)
-			return nil
-		}
-	}
-	return errors.New("emulation: unregister of memory never registered")
-}
-
 func (e *emulator) deviceZero(n int) (uint64, error) {
 	_, d := e.alloc(n)
 	return d, nil
@@ -138,7 +125,6 @@ const (
 	emuLoad     = 1
 	emuSlot     = 2
 	emuCounters = 3
-	emuFree     = 4
 )
 
 func (e *emulator) u32(v uint32) {
@@ -193,11 +179,13 @@ func (e *emulator) upload(words []uint64, _ int) (uint64, error) {
 	return uint64(id), e.reply()
 }
 
-func (e *emulator) free(h uint64) error {
+func (e *emulator) rewrite(h uint64, words []uint64, _ int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.u32(emuFree)
+	e.u32(emuLoad)
 	e.u32(uint32(h))
+	e.u32(uint32(len(words)))
+	binary.Write(e.bw, binary.LittleEndian, words)
 	return e.reply()
 }
 

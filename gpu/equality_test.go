@@ -201,13 +201,9 @@ type eqTotals struct{ packets, fallbacks, files uint64 }
 func runEquality(t *testing.T, o Options) {
 	files := captures(t)
 	graphs := equalityPipelines(t, files)
-	// One kernel for every run (each executor is a ring of it).
-	k, err := acquireKernel(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer releaseKernel(k)
-	t.Logf("%s", k.Describe())
+	// A kernel per replay (the executor opens it and its Close closes it:
+	// frame memory stays registered until its kernel closes), small.
+	o.Rings, o.Slots = 2, 16
 	for _, g := range graphs {
 		var tot eqTotals
 		var last *Executor

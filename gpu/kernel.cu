@@ -846,8 +846,8 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
             st_volatile32(mirrorActive, n);
           }
           __syncwarp();
-          continue;
         }
+        // Idle, refreshed or not: the stop word now and then, and naps.
         idle++;
         if ((idle & 63) == 63 && __shfl_sync(full, lane == 0 ? ld_sys32(stop) : 0u, 0)) {
           quit = 1;

@@ -70,10 +70,21 @@ type Kernel struct {
 	inUse   []bool
 	regs    map[uintptr]*registration
 	progs   map[*Program]bool
+	// spare is program memory given back by Unload: a running kernel's
+	// device memory is never freed (cuMemFree waits for the device to be
+	// idle, and a persistent kernel never is), only reused, and freed at
+	// Close.
+	spare []devMem
 	closed  bool
 	stopped bool
 	stopErr error
 	freed   bool
+}
+
+// devMem is one device allocation: a program and its counters.
+type devMem struct {
+	handle uint64
+	words  int // capacity, in words
 }
 
 // registration is one piece of frame memory registered with the device,
@@ -200,6 +211,7 @@ func (k *Kernel) Options() Options { return k.o }
 type Program struct {
 	DP     *pipelines.DeviceProgram
 	handle uint64
+	mem    devMem
 }
 
 // Load uploads dp; slots submitted with the returned program run it.
@@ -213,26 +225,41 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	if dp == nil || len(dp.Words) < pipelines.DeviceHeaderWords || dp.Words[0] != pipelines.DeviceProgramMagic {
 		return nil, errors.New("load: not a device program")
 	}
-	h, err := k.be.upload(dp.Words, 2*dp.Counters)
+	need := len(dp.Words) + 2*dp.Counters
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	mem := devMem{words: need}
+	reuse := -1
+	for i, m := range k.spare {
+		if m.words >= need && (reuse < 0 || m.words < k.spare[reuse].words) {
+			reuse = i
+		}
+	}
+	var err error
+	if reuse >= 0 {
+		mem = k.spare[reuse]
+		k.spare = append(k.spare[:reuse], k.spare[reuse+1:]...)
+		err = k.be.rewrite(mem.handle, dp.Words, 2*dp.Counters)
+	} else {
+		mem.handle, err = k.be.upload(dp.Words, 2*dp.Counters)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	p := &Program{DP: dp, handle: h}
-	k.mu.Lock()
+	p := &Program{DP: dp, handle: mem.handle, mem: mem}
 	k.progs[p] = true
-	k.mu.Unlock()
 	return p, nil
 }
 
-// Unload frees p's memory; no slot in flight may still name it.
-func (k *Kernel) Unload(p *Program) error {
+// Unload gives p's memory back for a later Load; no slot in flight may
+// still name it.
+func (k *Kernel) Unload(p *Program) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.progs[p] || k.freed {
-		return nil
+	if k.progs[p] {
+		delete(k.progs, p)
+		k.spare = append(k.spare, p.mem)
 	}
-	delete(k.progs, p)
-	return k.be.free(p.handle)
 }
 
 // Counters reads p's counters as the kernel has counted them so far into
@@ -281,6 +308,12 @@ func (k *Kernel) attach(arena []byte, frameSize int) (*attachment, error) {
 		if reg != nil {
 			return nil, errors.New("frame memory overlaps memory another ring registered with another length")
 		}
+		for _, o := range k.regs {
+			ob := uintptr(unsafe.Pointer(unsafe.SliceData(o.mem)))
+			if base < ob+uintptr(len(o.mem)) && ob < base+uintptr(len(arena)) {
+				return nil, errors.New("frame memory overlaps memory another ring registered")
+			}
+		}
 		dptr, err := k.be.hostRegister(arena)
 		if err != nil {
 			return nil, fmt.Errorf("register frame memory: %w", err)
@@ -319,8 +352,7 @@ func (a *attachment) submit(count int, p *Program, flags uint32) {
 	a.r.submit(count, p.handle, a.reg.dptr, uint64(len(a.reg.mem)), a.mask, flags)
 }
 
-// detach gives the ring back (every slot released) and the frame memory's
-// registration.
+// detach gives the ring back (every slot released).
 func (a *attachment) detach() error {
 	k := a.k
 	k.mu.Lock()
@@ -331,14 +363,11 @@ func (a *attachment) detach() error {
 	k.inUse[a.r.idx] = false
 	a.r = nil
 	k.setActiveLocked()
-	var err error
-	if a.reg.refs--; a.reg.refs == 0 {
-		delete(k.regs, a.base)
-		if !k.freed {
-			err = k.be.hostUnregister(a.reg.mem)
-		}
-	}
-	return err
+	// The registration stays (and keeps the memory alive) until Close:
+	// unregistering waits for the device, which a persistent kernel never
+	// lets go; the next ring on the same memory takes it up again.
+	a.reg.refs--
+	return nil
 }
 
 // Err reports a kernel that stopped by itself (a fault): then no slot

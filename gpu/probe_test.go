@@ -172,3 +172,88 @@ func TestProbeEmulated(t *testing.T) { runProbe(t, emulated(t)) }
 
 // TestProbeCUDA: the probe on the GPU (skipped, with the reason, without).
 func TestProbeCUDA(t *testing.T) { runProbe(t, onDevice(t)) }
+
+// TestRegisterWhileRunningCUDA: frame memory registered while the kernel
+// runs (a second I/O loop that starts later, a swap onto new memory) is
+// usable at once: the registration does not wait for the device.
+func TestRegisterWhileRunningCUDA(t *testing.T) { runRegisterWhileRunning(t, onDevice(t)) }
+
+// TestRegisterWhileRunningEmulated is the same on the host build.
+func TestRegisterWhileRunningEmulated(t *testing.T) { runRegisterWhileRunning(t, emulated(t)) }
+
+func runRegisterWhileRunning(t *testing.T, o Options) {
+	o.Rings, o.Slots, o.SlotCap = 2, 4, 64
+	if !o.Emulate {
+		o.Blocks = 4
+	}
+	k, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	g, err := pipelines.Load("probe.yaml", []byte(probeYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := pipelines.CompileDevice(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := k.Load(dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneSlot := func(at *attachment, descs []rings.Desc) {
+		t.Helper()
+		seq, ok := at.r.acquire()
+		if !ok {
+			t.Fatal("no free slot")
+		}
+		n := copy(at.r.descs(seq), descs[:64])
+		at.submit(n, prog, 0)
+		deadline := time.Now().Add(10 * time.Second)
+		for !at.r.done(seq) {
+			if time.Now().After(deadline) {
+				t.Fatalf("slot not done in 10s; kernel words %#x", k.debugWords())
+			}
+		}
+		at.r.completed()
+		at.r.release()
+	}
+	ao := rings.ArenaOptions{Frames: 256, FrameSize: 2048, Headroom: 256}
+	a1, _ := rings.NewArena(ao)
+	a2, _ := rings.NewArena(ao)
+	d1 := writeFrames(a1, 64, newRand())
+	d2 := writeFrames(a2, 64, newRand())
+	at1, err := k.attach(a1.Mem(), ao.FrameSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneSlot(at1, d1) // the kernel runs from here
+	done := make(chan error, 1)
+	var at2 *attachment
+	go func() {
+		var err error
+		at2, err = k.attach(a2.Mem(), ao.FrameSize)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("registering frame memory waited 10s for the running kernel")
+	}
+	oneSlot(at2, d2)
+	oneSlot(at1, d1)
+	at1.detach()
+	at2.detach()
+	// A ring taken again on the same memory reuses its registration.
+	at3, err := k.attach(a1.Mem(), ao.FrameSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneSlot(at3, d1)
+	at3.detach()
+}
