@@ -31,6 +31,8 @@ type backend interface {
 	// upload returned, large enough, while the kernel may run.
 	rewrite(handle uint64, words []uint64, counterWords int) error
 	readCounters(h uint64, progWords int, dst []uint64) error
+	// readMem copies device memory at dptr into dst (a stopped kernel's).
+	readMem(dptr uint64, dst []byte) error
 	start(a kernelArgs, blocks int) error
 	// state reports whether the kernel has stopped, and its error if it
 	// failed.
@@ -69,6 +71,8 @@ func (v *device) readCounters(h uint64, progWords int, dst []uint64) error {
 	}
 	return v.readDevice(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 8*len(dst)), h+8*uint64(progWords))
 }
+
+func (v *device) readMem(dptr uint64, dst []byte) error { return v.readDevice(dst, dptr) }
 
 func (v *device) deviceZero(n int) (uint64, error) { return v.deviceAlloc(n, nil) }
 

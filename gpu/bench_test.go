@@ -81,6 +81,7 @@ type benchRun struct {
 	HostCores float64 `json:"host_cores"`
 	Packets   uint64  `json:"packets"`
 	Fallbacks uint64  `json:"fallbacks,omitempty"`
+	InFlight  float64 `json:"slots_in_flight,omitempty"` // average at submit, per engine
 	Seconds   float64 `json:"seconds"`
 }
 
@@ -162,8 +163,15 @@ func benchEngines(t *testing.T, g *pipelines.Graph, r benchRow, packets int, are
 		run.Packets += rep.Received
 		u.in.Close()
 	}
+	var subs, sum uint64
 	for _, e := range execs {
-		run.Fallbacks += e.Stats().Fallbacks
+		st := e.Stats()
+		run.Fallbacks += st.Fallbacks
+		subs += st.Submits
+		sum += st.InFlightSum
+	}
+	if subs > 0 {
+		run.InFlight = float64(sum) / float64(subs)
 	}
 	run.Seconds = wall.Seconds()
 	run.Mpps = float64(run.Packets) / wall.Seconds() / 1e6
@@ -174,7 +182,10 @@ func benchEngines(t *testing.T, g *pipelines.Graph, r benchRow, packets int, are
 // arenaPool keeps the engines' frame arenas across measurements: the
 // kernel keeps frame memory registered until it closes, so the same
 // arenas are used again rather than new ones registered each time.
-type arenaPool struct{ m map[[2]int]*rings.Arena }
+type arenaPool struct {
+	m      map[[2]int]*rings.Arena
+	frames []rings.Desc // benchKernel's, written once
+}
 
 func (p *arenaPool) get(t *testing.T, engine, frames int) *rings.Arena {
 	if p.m == nil {
@@ -190,6 +201,72 @@ func (p *arenaPool) get(t *testing.T, engine, frames int) *rings.Arena {
 	}
 	p.m[key] = a
 	return a
+}
+
+// benchKernel keeps one ring of k full from one locked goroutine, with the
+// descriptors of 64-byte frames pre-written in an arena, for d: the
+// kernel's rate without an engine (no port, no completion work), to tell
+// what the kernel can do from what the I/O loop around it does.
+func benchKernel(t *testing.T, k *Kernel, g *pipelines.Graph, batch int, arenas *arenaPool, d time.Duration) benchRun {
+	dp, err := pipelines.CompileDevice(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := k.Load(dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Unload(prog)
+	a := arenas.get(t, 99, 1<<16)
+	if arenas.frames == nil {
+		arenas.frames = writeFrames(a, a.Frames(), newRand())
+	}
+	descs := arenas.frames
+	at, err := k.attach(a.Mem(), a.FrameSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.detach()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var pkts uint64
+	off := 0
+	c0, t0 := procCPU(t), time.Now()
+	deadline := t0.Add(d)
+	for i := 0; ; i++ {
+		for {
+			seq, ok := at.r.acquire()
+			if !ok {
+				break
+			}
+			if off+batch > len(descs) {
+				off = 0
+			}
+			copy(at.r.descs(seq), descs[off:off+batch])
+			off += batch
+			at.submit(batch, prog, 0)
+		}
+		for {
+			if _, ok := at.r.completed(); !ok {
+				break
+			}
+			pkts += uint64(batch)
+			at.r.release()
+		}
+		if i&255 == 0 && time.Now().After(deadline) {
+			break
+		}
+	}
+	wall := time.Since(t0)
+	cores := float64(procCPU(t)-c0) / float64(wall)
+	for dl := time.Now().Add(5 * time.Second); at.r.inFlight() > 0; {
+		if _, ok := at.r.completed(); ok {
+			at.r.release()
+		} else if time.Now().After(dl) {
+			t.Fatal("kernel ring did not drain in 5s")
+		}
+	}
+	return benchRun{Mpps: float64(pkts) / wall.Seconds() / 1e6, HostCores: cores, Packets: pkts, Seconds: wall.Seconds()}
 }
 
 // benchLatency measures the batch-1 round trip through the kernel alone:
@@ -268,6 +345,7 @@ func TestGPUBench(t *testing.T) {
 	}
 	cpus := runtime.NumCPU()
 	rows := []benchRow{
+		{Name: "kernel-10k", Backend: "kernel", Rules: 10000, Batch: 256, Engines: 0, Workers: 0},
 		{Name: "cpu-16w-10k", Backend: "cpu", Rules: 10000, Batch: 256, Engines: 1, Workers: 16},
 		{Name: "cuda-1io-10k", Backend: "cuda", Rules: 10000, Batch: 256, Engines: 1, Workers: 1},
 		{Name: "cuda-2io-10k", Backend: "cuda", Rules: 10000, Batch: 256, Engines: 2, Workers: 1},
@@ -280,6 +358,7 @@ func TestGPUBench(t *testing.T) {
 		rows = []benchRow{
 			{Name: "cpu-2w-1k", Backend: "cpu", Rules: 1000, Batch: 256, Engines: 1, Workers: 2},
 			{Name: "emu-2io-1k", Backend: "cuda", Rules: 1000, Batch: 256, Engines: 2, Workers: 1},
+			{Name: "emu-kernel-1k", Backend: "kernel", Rules: 1000, Batch: 256},
 		}
 	}
 	if v := os.Getenv("WARPFLOW_GPU_BENCH_ROWS"); v != "" {
@@ -319,13 +398,19 @@ func TestGPUBench(t *testing.T) {
 	runs := make([][]benchRun, len(rows))
 	for rep := range repeats { // round-robin over the rows
 		for i, r := range rows {
+			if r.Backend == "kernel" {
+				run := benchKernel(t, k, graphs[[2]int{r.Rules, r.Batch}], r.Batch, &arenas, time.Second/2)
+				runs[i] = append(runs[i], run)
+				t.Logf("repeat %d %-20s %7.1f Mpps on %5.2f host cores (%d packets)", rep, r.Name, run.Mpps, run.HostCores, run.Packets)
+				continue
+			}
 			var m func(dataplane.ExecutorConfig) (workers.Executor, error)
 			if r.Backend == "cuda" {
 				m = mk
 			}
 			run := benchEngines(t, graphs[[2]int{r.Rules, r.Batch}], r, packets, &arenas, m)
 			runs[i] = append(runs[i], run)
-			t.Logf("repeat %d %-20s %7.1f Mpps on %5.2f host cores (%d packets, %d handed back, %.2fs)", rep, r.Name, run.Mpps, run.HostCores, run.Packets, run.Fallbacks, run.Seconds)
+			t.Logf("repeat %d %-20s %7.1f Mpps on %5.2f host cores (%d packets, %d handed back, %.1f slots in flight, %.2fs)", rep, r.Name, run.Mpps, run.HostCores, run.Packets, run.Fallbacks, run.InFlight, run.Seconds)
 		}
 	}
 	// The latency on a kernel of its own, once the shared one is gone (two
@@ -334,6 +419,7 @@ func TestGPUBench(t *testing.T) {
 	if err := releaseKernel(k); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("kernel: %+v", k.Stats())
 	lat50, lat99 := 0.0, 0.0
 	if !emulate {
 		lat50, lat99 = benchLatency(t, o, graphs[[2]int{rows[0].Rules, rows[0].Batch}], 20000)

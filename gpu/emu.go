@@ -115,6 +115,15 @@ func (e *emulator) hostAlloc(n int) ([]byte, uint64, error) {
 
 func (e *emulator) hostRegister(mem []byte) (uint64, error) { return e.addRegion(mem), nil }
 
+func (e *emulator) readMem(d uint64, dst []byte) error {
+	m := e.region(d, len(dst))
+	if m == nil {
+		return errors.New("emulation: read of unknown memory")
+	}
+	copy(dst, m)
+	return nil
+}
+
 func (e *emulator) deviceZero(n int) (uint64, error) {
 	_, d := e.alloc(n)
 	return d, nil

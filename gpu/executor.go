@@ -103,7 +103,10 @@ type Executor struct {
 	countersErr error
 
 	packets, fallbacks atomic.Uint64
-	closed, freed      bool
+	// submits and inFlightSum: the slots submitted and, summed at each
+	// submit, how many were in flight (producer goroutine's).
+	submits, inFlightSum atomic.Uint64
+	closed, freed        bool
 }
 
 // slotState is what the executor knows of one slot besides the ring.
@@ -190,11 +193,16 @@ type ExecutorStats struct {
 	Packets   uint64 // completed through it
 	Fallbacks uint64 // of which the kernel handed back to the CPU path
 	InFlight  int    // slots submitted and not released
+	// Submits counts the slots submitted; InFlightSum adds up, at each
+	// submit, the slots in flight then (InFlightSum/Submits: how deep the
+	// I/O loop keeps the ring).
+	Submits, InFlightSum uint64
 }
 
 // Stats returns the executor's counts; safe from any goroutine.
 func (e *Executor) Stats() ExecutorStats {
-	return ExecutorStats{Packets: e.packets.Load(), Fallbacks: e.fallbacks.Load(), InFlight: e.r.inFlight()}
+	return ExecutorStats{Packets: e.packets.Load(), Fallbacks: e.fallbacks.Load(), InFlight: e.r.inFlight(),
+		Submits: e.submits.Load(), InFlightSum: e.inFlightSum.Load()}
 }
 
 // SettlesMeta implements workers.MetaSettler: the engine defers the
@@ -256,6 +264,8 @@ func (e *Executor) Submit() {
 	}
 	e.acq = false
 	e.at.submit(b.Len(), e.prog, flags)
+	e.submits.Add(1)
+	e.inFlightSum.Add(uint64(e.r.inFlight()))
 }
 
 // dispatch hands the fallbacks of done slots, in order, to the CPU

@@ -789,14 +789,19 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   uint32_t* mirror = (uint32_t*)(dv + WF_DV_MIRROR);
   uint32_t* mirrorActive = (uint32_t*)(dv + WF_DV_MIRROR_ACTIVE);
   unsigned long long* mirrorTime = (unsigned long long*)(dv + WF_DV_MIRROR_TIME);
+  uint32_t* mirrorStop = (uint32_t*)(dv + WF_DV_MIRROR_STOP);
+  unsigned long long* kstats = (unsigned long long*)(dv + WF_DV_STATS);
   for (int k = tid; k < 2 * int(WF_MAX_SMALL); k += WF_THREADS) stage[k] = 0;
   if (tid == 0 && blockIdx.x == 0) st_release_sys(stop + 1, 0xC0DE0004u); // alive
   uint32_t rot = blockIdx.x;
   for (;;) {
     // Warp 0 finds a ring with a submitted slot nobody took and claims it.
-    // It looks in the device's mirror of the ring table; a warp that
-    // finds nothing refreshes the mirror from host memory if nobody did
-    // for WF_MIRROR_REFRESH_NS, so the idle blocks cost few PCIe reads.
+    // It looks in the device's mirror of the ring table (device memory);
+    // a warp that finds nothing refreshes the mirror from host memory if
+    // nobody did for WF_MIRROR_REFRESH_NS. So host memory is read by one
+    // block at a time, and by the block that claimed a slot (its doorbell,
+    // once, for the acquire): many blocks reading one host address at once
+    // queue up behind each other over PCIe.
     if (warp == 0) {
       uint32_t idle = 0, nap = 32;
       int got = 0, quit = 0;
@@ -814,19 +819,29 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
           const uint32_t r = (uint32_t(__ffs(rotated)) - 1 + sft) & 31;
           rot++;
           if (lane == 0) {
-            // The host's doorbell, read by the lane that fences: the
-            // acquire below orders this thread's own load.
-            const uint32_t d = ld_sys32(table + WF_RT_DOORBELLS + 4 * r);
             const unsigned long long c = ld_volatile64(claims + r);
-            if (int32_t(d - uint32_t(c)) > 0 && atomicCAS(claims + r, c, c + 1) == c) {
+            const uint32_t mdb = ld_volatile32(mirror + r);
+            if (int32_t(mdb - uint32_t(c)) > 0 && atomicCAS(claims + r, c, c + 1) == c) {
               got = 1;
               sh.seq = c;
               sh.ring = r;
+              // The host's doorbell, read by the thread that fences: the
+              // acquire below orders only this thread's own loads. It
+              // shows c+1 or more already (the mirror read it).
+              while (int32_t(ld_sys32(table + WF_RT_DOORBELLS + 4 * r) - uint32_t(c)) <= 0) {
+              }
+              atomicAdd(kstats + 0, 1ull);
+            } else {
+              atomicAdd(kstats + 1, 1ull);
             }
           }
           got = __shfl_sync(full, got, 0);
           if (got) break;
           continue;
+        }
+        if (__shfl_sync(full, lane == 0 ? ld_volatile32(mirrorStop) : 0u, 0)) {
+          quit = 1;
+          break;
         }
         // Nothing in the mirror: refresh it when it is due and this warp
         // wins the refresh.
@@ -839,42 +854,45 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
         if (refresh) {
           const uint32_t hn = __shfl_sync(full, lane == 0 ? ld_sys32(table + WF_RT_ACTIVE) : 0u, 0);
           const uint32_t n = hn < a.RingsN ? hn : a.RingsN;
-          if (uint32_t(lane) < n) st_volatile32(mirror + lane, ld_sys32(table + WF_RT_DOORBELLS + 4 * lane));
+          uint32_t dbv = 0;
+          if (uint32_t(lane) < n) dbv = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
+          const uint32_t st = lane == 0 ? ld_sys32(stop) : 0u;
+          if (uint32_t(lane) < n) st_volatile32(mirror + lane, dbv);
           __syncwarp();
           if (lane == 0) {
             __threadfence(); // the doorbells before the count that exposes them
             st_volatile32(mirrorActive, n);
+            if (st) st_volatile32(mirrorStop, 1);
+            atomicAdd(kstats + 2, 1ull);
           }
           __syncwarp();
+          continue;
         }
-        // Idle, refreshed or not: the stop word now and then, and naps.
         idle++;
-        if ((idle & 63) == 63 && __shfl_sync(full, lane == 0 ? ld_sys32(stop) : 0u, 0)) {
-          quit = 1;
-          break;
-        }
         if (a.PollNs && idle > 64) {
           __nanosleep(nap);
           if (nap < a.PollNs) nap *= 2;
+          if (lane == 0 && (idle & 1023) == 0) atomicAdd(kstats + 3, 1ull);
         }
       }
+      if (lane == 0 && !quit) fence_acquire_sys();
+      __syncwarp(); // carries lane 0's acquire to the lanes reading the head
+      uint64_t hx = 0, hy = 0;
+      if (!quit && lane < 5) {
+        const char* slot = (const char*)a.Slots + uint64_t(sh.ring) * a.RingBytes + (sh.seq % a.Nslots) * a.Stride;
+        ld_cv_v2(slot + 16 * lane, hx, hy); // the head's five chunks, one PCIe read
+      }
+      const uint64_t h0 = __shfl_sync(full, hx, 0), h1 = __shfl_sync(full, hx, 1), h2 = __shfl_sync(full, hx, 2),
+                     h3 = __shfl_sync(full, hx, 3), h4 = __shfl_sync(full, hx, 4);
       if (lane == 0) {
         sh.quit = quit;
         if (!quit) {
-          fence_acquire_sys();
-          const char* slot = (const char*)a.Slots + uint64_t(sh.ring) * a.RingBytes + (sh.seq % a.Nslots) * a.Stride;
-          uint64_t x, y;
-          ld_cv_v2(slot + WF_SH_WORD, x, y);
-          sh.count = uint32_t(x >> 32);
-          ld_cv_v2(slot + WF_SH_PROG, x, y);
-          sh.prog = x;
-          ld_cv_v2(slot + WF_SH_ARENA, x, y);
-          sh.arena = x;
-          ld_cv_v2(slot + WF_SH_ARENA_LEN, x, y);
-          sh.arenaLen = x;
-          ld_cv_v2(slot + WF_SH_MASK_FLAGS, x, y);
-          sh.mask = x & 0xffffffffu;
-          sh.flags = uint32_t(x >> 32);
+          sh.count = uint32_t(h0 >> 32);
+          sh.prog = h1;
+          sh.arena = h2;
+          sh.arenaLen = h3;
+          sh.mask = h4 & 0xffffffffu;
+          sh.flags = uint32_t(h4 >> 32);
           sh.fallbacks = 0;
           sh.wmin = 0xffffffffu;
           sh.wmax = 0;

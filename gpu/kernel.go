@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -79,6 +80,15 @@ type Kernel struct {
 	stopped bool
 	stopErr error
 	freed   bool
+	kstats  KernelStats
+}
+
+// KernelStats are the kernel's own counts, read when it stopped.
+type KernelStats struct {
+	Claims    uint64 // slots taken
+	Lost      uint64 // claims another block won first
+	Refreshes uint64 // mirror refreshes from host memory
+	Naps      uint64 // idle naps, in thousands of polls
 }
 
 // devMem is one device allocation: a program and its counters.
@@ -412,9 +422,26 @@ func (k *Kernel) Stop() error {
 	k.stop.Store(1)
 	if k.started.Load() {
 		k.stopErr = k.be.wait()
-		tracef("stop: %v; kernel words %#x", k.stopErr, k.debugWords())
+		if k.stopErr == nil {
+			var b [32]byte
+			if err := k.be.readMem(k.args.Claims+dvStats, b[:]); err == nil {
+				k.kstats = KernelStats{
+					Claims: le64(b[0:]), Lost: le64(b[8:]), Refreshes: le64(b[16:]), Naps: le64(b[24:]),
+				}
+			}
+		}
+		tracef("stop: %v; kernel words %#x; %+v", k.stopErr, k.debugWords(), k.kstats)
 	}
 	return k.stopErr
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// Stats returns the kernel's own counts, once it stopped (zero before).
+func (k *Kernel) Stats() KernelStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kstats
 }
 
 // Close stops the kernel and frees every allocation and registration.

@@ -77,6 +77,8 @@ const (
 	dvMirror        = 8 * maxRings          // u32 per ring: doorbells as last read
 	dvMirrorActive  = dvMirror + 4*maxRings // u32: rings in use as last read
 	dvMirrorTime    = dvMirrorActive + 8    // u64: %globaltimer of the last refresh
+	dvMirrorStop    = dvMirrorTime + 8      // u32: the stop word as last read
+	dvStats         = dvMirrorStop + 8      // u64 each: claims, lost claims, refreshes, naps
 	dvBytes         = 512
 	mirrorRefreshNs = 400
 )
