@@ -70,7 +70,7 @@ func newEmulator(path string) (*emulator, error) {
 func (e *emulator) describe() string { return "emulation (kernel.cu's code built for the host)" }
 
 func (e *emulator) multiprocessors() int { return 1 }
-func (e *emulator) residentBlocks() int  { return 1 }
+func (e *emulator) residentBlocks() int  { return 2 } // a goroutine plays all blocks
 
 // emuRegion is memory the emulated kernel may reach, at its "device
 // address".

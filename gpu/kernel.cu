@@ -759,11 +759,7 @@ __device__ __forceinline__ unsigned long long ld_volatile64(const unsigned long 
 __device__ __forceinline__ uint32_t ld_volatile32(const uint32_t* p) { return *(volatile const uint32_t*)p; }
 __device__ __forceinline__ void st_volatile32(uint32_t* p, uint32_t v) { *(volatile uint32_t*)p = v; }
 
-__device__ __forceinline__ unsigned long long globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+
 
 #define WF_CHUNKS (WF_WIN / 16)
 
@@ -788,20 +784,47 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   unsigned long long* claims = (unsigned long long*)(dv + WF_DV_CLAIMS);
   uint32_t* mirror = (uint32_t*)(dv + WF_DV_MIRROR);
   uint32_t* mirrorActive = (uint32_t*)(dv + WF_DV_MIRROR_ACTIVE);
-  unsigned long long* mirrorTime = (unsigned long long*)(dv + WF_DV_MIRROR_TIME);
   uint32_t* mirrorStop = (uint32_t*)(dv + WF_DV_MIRROR_STOP);
   unsigned long long* kstats = (unsigned long long*)(dv + WF_DV_STATS);
+  if (blockIdx.x == gridDim.x - 1) {
+    // The last block is the poller: its warp 0 copies the ring table from
+    // host memory into the device's mirror, over and over (one PCIe read
+    // of the rings in use, the count and the stop word a turn), so that
+    // the other blocks look for work in device memory: many blocks reading
+    // one host address at once queue up behind each other over PCIe.
+    if (warp != 0) return;
+    for (;;) {
+      uint32_t dbv = 0, hn = 0, st = 0;
+      if (uint32_t(lane) < a.RingsN) dbv = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
+      if (lane == 0) {
+        hn = ld_sys32(table + WF_RT_ACTIVE);
+        st = ld_sys32(stop);
+      }
+      hn = __shfl_sync(full, hn, 0);
+      st = __shfl_sync(full, st, 0);
+      const uint32_t n = hn < a.RingsN ? hn : a.RingsN;
+      if (uint32_t(lane) < n) st_volatile32(mirror + lane, dbv);
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence(); // the doorbells before the count that exposes them
+        st_volatile32(mirrorActive, n);
+        atomicAdd(kstats + 2, 1ull);
+        if (st) {
+          __threadfence();
+          st_volatile32(mirrorStop, 1);
+        }
+      }
+      if (st) return;
+      __syncwarp();
+    }
+  }
   for (int k = tid; k < 2 * int(WF_MAX_SMALL); k += WF_THREADS) stage[k] = 0;
   if (tid == 0 && blockIdx.x == 0) st_release_sys(stop + 1, 0xC0DE0004u); // alive
   uint32_t rot = blockIdx.x;
   for (;;) {
-    // Warp 0 finds a ring with a submitted slot nobody took and claims it.
-    // It looks in the device's mirror of the ring table (device memory);
-    // a warp that finds nothing refreshes the mirror from host memory if
-    // nobody did for WF_MIRROR_REFRESH_NS. So host memory is read by one
-    // block at a time, and by the block that claimed a slot (its doorbell,
-    // once, for the acquire): many blocks reading one host address at once
-    // queue up behind each other over PCIe.
+    // Warp 0 finds a ring with a submitted slot nobody took and claims it,
+    // in the mirror the poller keeps (device memory); the winner then reads
+    // the ring's doorbell in host memory once, for the acquire.
     if (warp == 0) {
       uint32_t idle = 0, nap = 32;
       int got = 0, quit = 0;
@@ -827,7 +850,7 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
               sh.ring = r;
               // The host's doorbell, read by the thread that fences: the
               // acquire below orders only this thread's own loads. It
-              // shows c+1 or more already (the mirror read it).
+              // shows c+1 or more already (the poller read it).
               while (int32_t(ld_sys32(table + WF_RT_DOORBELLS + 4 * r) - uint32_t(c)) <= 0) {
               }
               atomicAdd(kstats + 0, 1ull);
@@ -842,31 +865,6 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
         if (__shfl_sync(full, lane == 0 ? ld_volatile32(mirrorStop) : 0u, 0)) {
           quit = 1;
           break;
-        }
-        // Nothing in the mirror: refresh it when it is due and this warp
-        // wins the refresh.
-        int refresh = 0;
-        if (lane == 0) {
-          const unsigned long long now = globaltimer(), t = ld_volatile64(mirrorTime);
-          refresh = now - t >= WF_MIRROR_REFRESH_NS && atomicCAS(mirrorTime, t, now) == t;
-        }
-        refresh = __shfl_sync(full, refresh, 0);
-        if (refresh) {
-          const uint32_t hn = __shfl_sync(full, lane == 0 ? ld_sys32(table + WF_RT_ACTIVE) : 0u, 0);
-          const uint32_t n = hn < a.RingsN ? hn : a.RingsN;
-          uint32_t dbv = 0;
-          if (uint32_t(lane) < n) dbv = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
-          const uint32_t st = lane == 0 ? ld_sys32(stop) : 0u;
-          if (uint32_t(lane) < n) st_volatile32(mirror + lane, dbv);
-          __syncwarp();
-          if (lane == 0) {
-            __threadfence(); // the doorbells before the count that exposes them
-            st_volatile32(mirrorActive, n);
-            if (st) st_volatile32(mirrorStop, 1);
-            atomicAdd(kstats + 2, 1ull);
-          }
-          __syncwarp();
-          continue;
         }
         idle++;
         if (a.PollNs && idle > 64) {
@@ -934,18 +932,29 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
       uint64_t ws = 0;
       uint32_t wlen = 0;
       if (ok && !forced) wf_window(addr, len, mask, arenaLen, head, &ws, &wlen);
-      // Frames: the warp loads its 32 packets' windows chunk by chunk,
-      // consecutive lanes on consecutive chunks of one packet.
-      for (int j = lane; j < 32 * WF_CHUNKS; j += 32) {
-        const int p = j / WF_CHUNKS, part = j % WF_CHUNKS;
-        const uint64_t pws = __shfl_sync(full, ws, p);
-        const uint32_t pwl = __shfl_sync(full, wlen, p);
-        if (uint32_t(16 * part) < pwl) {
-          uint64_t x, y;
-          ld_cv_v2(arena + pws + 16 * part, x, y);
-          uint64_t* dst = &win[(tid & ~31) + p][2 * part];
-          dst[0] = x;
-          dst[1] = y;
+      // Frames: the warp loads its 32 packets' windows, consecutive lanes
+      // on consecutive chunks of one packet; every load is issued before
+      // the first is stored, so they overlap (one PCIe round trip, not ten).
+      {
+        uint64_t vx[WF_CHUNKS], vy[WF_CHUNKS];
+        bool vok[WF_CHUNKS];
+#pragma unroll
+        for (int q = 0; q < int(WF_CHUNKS); q++) {
+          const int j = lane + 32 * q, p = j / int(WF_CHUNKS), part = j % int(WF_CHUNKS);
+          const uint64_t pws = __shfl_sync(full, ws, p);
+          const uint32_t pwl = __shfl_sync(full, wlen, p);
+          vok[q] = uint32_t(16 * part) < pwl;
+          vx[q] = vy[q] = 0;
+          if (vok[q]) ld_cv_v2(arena + pws + 16 * part, vx[q], vy[q]);
+        }
+#pragma unroll
+        for (int q = 0; q < int(WF_CHUNKS); q++) {
+          const int j = lane + 32 * q, p = j / int(WF_CHUNKS), part = j % int(WF_CHUNKS);
+          if (vok[q]) {
+            uint64_t* dst = &win[(tid & ~31) + p][2 * part];
+            dst[0] = vx[q];
+            dst[1] = vy[q];
+          }
         }
       }
       __syncwarp();

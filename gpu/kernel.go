@@ -144,13 +144,15 @@ func Open(o Options) (*Kernel, error) {
 		}
 		be = v
 	}
+	// The kernel runs Blocks blocks that process slots and one more that
+	// polls the ring table; all of them must be resident at once.
 	resident := be.residentBlocks() * be.multiprocessors()
 	if o.Blocks == 0 {
-		o.Blocks = min(4, be.residentBlocks()) * be.multiprocessors()
+		o.Blocks = max(min(4, be.residentBlocks())*be.multiprocessors()-1, 1)
 	}
-	if o.Blocks > resident {
+	if o.Blocks+1 > resident {
 		be.close()
-		return nil, fmt.Errorf("blocks %d: at most %d fit on %s at once, and a persistent kernel needs all of them resident", o.Blocks, resident, be.describe())
+		return nil, fmt.Errorf("blocks %d: at most %d fit on %s at once with the poller, and a persistent kernel needs all of them resident", o.Blocks, resident-1, be.describe())
 	}
 	k := &Kernel{be: be, o: o, lay: newSlotLayout(o.SlotCap), regs: map[uintptr]*registration{}, progs: map[*Program]bool{}}
 	if err := k.setup(); err != nil {
@@ -199,7 +201,7 @@ func (k *Kernel) setup() error {
 // start launches the kernel once, at the first Submit.
 func (k *Kernel) start() {
 	k.startOnce.Do(func() {
-		if err := k.be.start(k.args, k.o.Blocks); err != nil {
+		if err := k.be.start(k.args, k.o.Blocks+1); err != nil {
 			k.startErr = fmt.Errorf("launch kernel: %w", err)
 		}
 		k.started.Store(true)
@@ -210,7 +212,7 @@ func (k *Kernel) start() {
 // SMs, CUDA driver 13.0), 528 blocks x 128 threads, 16 rings of 64 slots
 // of 1024".
 func (k *Kernel) Describe() string {
-	return fmt.Sprintf("%s, %d blocks x %d threads, %d rings of %d slots of %d", k.be.describe(), k.o.Blocks, kernelThreads, k.o.Rings, k.o.Slots, k.o.SlotCap)
+	return fmt.Sprintf("%s, %d blocks x %d threads and a poller, %d rings of %d slots of %d", k.be.describe(), k.o.Blocks, kernelThreads, k.o.Rings, k.o.Slots, k.o.SlotCap)
 }
 
 // Options returns the options in effect (zero values resolved).

@@ -68,19 +68,17 @@ const (
 )
 
 // The kernel's own memory on the device (kernelArgs.Claims): per ring the
-// next sequence number to take, then a mirror of the ring table that one
-// block at a time refreshes from host memory (at most every
-// mirrorRefreshNs), so idle blocks look for work in device memory instead
-// of each reading host memory over PCIe.
+// next sequence number to take, then a mirror of the ring table that the
+// kernel's poller block keeps copying from host memory, so the blocks
+// look for work in device memory instead of each reading host memory over
+// PCIe.
 const (
-	dvClaims        = 0                     // u64 per ring
-	dvMirror        = 8 * maxRings          // u32 per ring: doorbells as last read
-	dvMirrorActive  = dvMirror + 4*maxRings // u32: rings in use as last read
-	dvMirrorTime    = dvMirrorActive + 8    // u64: %globaltimer of the last refresh
-	dvMirrorStop    = dvMirrorTime + 8      // u32: the stop word as last read
-	dvStats         = dvMirrorStop + 8      // u64 each: claims, lost claims, refreshes, naps
-	dvBytes         = 512
-	mirrorRefreshNs = 400
+	dvClaims       = 0                     // u64 per ring
+	dvMirror       = 8 * maxRings          // u32 per ring: doorbells as last read
+	dvMirrorActive = dvMirror + 4*maxRings // u32: rings in use as last read
+	dvMirrorStop   = dvMirrorActive + 8    // u32: the stop word as last read
+	dvStats        = dvMirrorStop + 8      // u64 each: claims, lost claims, mirror refreshes, naps
+	dvBytes        = 512
 )
 
 // slotLayout is where a slot of capacity n keeps its arrays.

@@ -38,7 +38,7 @@ func layoutHeader() string {
 		{"THREADS", kernelThreads}, {"MAX_RINGS", maxRings}, {"WIN", winBytes}, {"WIN_HEAD", winHead},
 		{"RT_DOORBELLS", rtDoorbells}, {"RT_ACTIVE", rtActive},
 		{"DV_CLAIMS", dvClaims}, {"DV_MIRROR", dvMirror}, {"DV_MIRROR_ACTIVE", dvMirrorActive},
-		{"DV_MIRROR_TIME", dvMirrorTime}, {"DV_MIRROR_STOP", dvMirrorStop}, {"DV_STATS", dvStats}, {"MIRROR_REFRESH_NS", mirrorRefreshNs},
+		{"DV_MIRROR_STOP", dvMirrorStop}, {"DV_STATS", dvStats},
 		{"VERDICT_SHIFT", verdictShift}, {"SLOT_SAMPLERS", maxSamplers},
 	} {
 		def(c.n, c.v)

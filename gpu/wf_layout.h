@@ -33,10 +33,8 @@
 #define WF_DV_CLAIMS 0x0ull
 #define WF_DV_MIRROR 0x100ull
 #define WF_DV_MIRROR_ACTIVE 0x180ull
-#define WF_DV_MIRROR_TIME 0x188ull
-#define WF_DV_MIRROR_STOP 0x190ull
-#define WF_DV_STATS 0x198ull
-#define WF_MIRROR_REFRESH_NS 0x190ull
+#define WF_DV_MIRROR_STOP 0x188ull
+#define WF_DV_STATS 0x190ull
 #define WF_VERDICT_SHIFT 0x10ull
 #define WF_SLOT_SAMPLERS 0x4ull
 
