@@ -743,6 +743,16 @@ __device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void st_release_sys64(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long ld_sys64(const void* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
 // ld_cv_v2 loads 16 aligned bytes the host may have rewritten since a
@@ -779,7 +789,7 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const unsigned full = 0xffffffffu;
   uint32_t* stop = (uint32_t*)a.Stop;
-  const uint8_t* table = (const uint8_t*)a.Table;
+  uint8_t* table = (uint8_t*)a.Table;
   uint8_t* dv = (uint8_t*)a.Claims;
   unsigned long long* claims = (unsigned long long*)(dv + WF_DV_CLAIMS);
   uint32_t* mirror = (uint32_t*)(dv + WF_DV_MIRROR);
@@ -793,15 +803,38 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
     // the other blocks look for work in device memory: many blocks reading
     // one host address at once queue up behind each other over PCIe.
     if (warp != 0) return;
+    unsigned long long snapDone = ld_sys64(table + WF_RT_SNAP_DONE);
     for (;;) {
       uint32_t dbv = 0, hn = 0, st = 0;
+      unsigned long long req = 0;
       if (uint32_t(lane) < a.RingsN) dbv = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
       if (lane == 0) {
         hn = ld_sys32(table + WF_RT_ACTIVE);
         st = ld_sys32(stop);
+        req = ld_sys64(table + WF_RT_SNAP_REQ);
       }
       hn = __shfl_sync(full, hn, 0);
       st = __shfl_sync(full, st, 0);
+      req = __shfl_sync(full, req, 0);
+      if (req != snapDone) {
+        // A counter snapshot: copy the words asked for from device memory
+        // to the host's, then say done (the release covers the copies).
+        uint64_t src = 0, dst = 0, n = 0;
+        if (lane == 0) {
+          fence_acquire_sys();
+          src = ld_sys64(table + WF_RT_SNAP_SRC);
+          dst = ld_sys64(table + WF_RT_SNAP_DST);
+          n = ld_sys64(table + WF_RT_SNAP_WORDS);
+        }
+        src = __shfl_sync(full, src, 0);
+        dst = __shfl_sync(full, dst, 0);
+        n = __shfl_sync(full, n, 0);
+        for (uint64_t i = lane; i < n; i += 32)
+          ((unsigned long long*)dst)[i] = ld_volatile64((const unsigned long long*)src + i);
+        __syncwarp();
+        if (lane == 0) st_release_sys64((unsigned long long*)(table + WF_RT_SNAP_DONE), req);
+        snapDone = req;
+      }
       const uint32_t n = hn < a.RingsN ? hn : a.RingsN;
       if (uint32_t(lane) < n) st_volatile32(mirror + lane, dbv);
       __syncwarp();

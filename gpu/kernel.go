@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -81,6 +82,13 @@ type Kernel struct {
 	stopErr error
 	freed   bool
 	kstats  KernelStats
+
+	// The counter snapshots (Counters while the kernel runs): one at a
+	// time, into shadow, host memory the poller copies into.
+	snapMu  sync.Mutex
+	snapSeq uint64
+	shadow  []uint64
+	shadowD uint64
 }
 
 // KernelStats are the kernel's own counts, read when it stopped.
@@ -181,6 +189,11 @@ func (k *Kernel) setup() error {
 	if err != nil {
 		return fmt.Errorf("ring claims: %w", err)
 	}
+	shadow, shadowD, err := k.be.hostAlloc(8 * snapWords)
+	if err != nil {
+		return fmt.Errorf("pinned counter snapshots: %w", err)
+	}
+	k.shadow, k.shadowD = unsafe.Slice((*uint64)(unsafe.Pointer(&shadow[0])), snapWords), shadowD
 	k.slots, k.table = slots, table
 	k.stop = (*atomic.Uint32)(unsafe.Pointer(&stopMem[0]))
 	k.active = (*atomic.Uint32)(unsafe.Pointer(&table[rtActive]))
@@ -275,13 +288,54 @@ func (k *Kernel) Unload(p *Program) {
 }
 
 // Counters reads p's counters as the kernel has counted them so far into
-// dst (2*p.DP.Counters words).
+// dst (2*p.DP.Counters words). While the kernel runs, its poller copies
+// them into host memory on request (no driver call: a copy from device
+// memory through the driver would have to get past a kernel that never
+// ends); otherwise they are copied from device memory.
 func (k *Kernel) Counters(p *Program, dst []uint64) error {
 	if len(dst) != 2*p.DP.Counters {
 		return fmt.Errorf("counters: %d words for %d pairs", len(dst), p.DP.Counters)
 	}
-	if err := k.be.readCounters(p.handle, len(p.DP.Words), dst); err != nil {
-		return fmt.Errorf("read counters: %w", err)
+	k.mu.Lock()
+	stopped := k.stopped
+	k.mu.Unlock()
+	if k.o.Emulate || !k.started.Load() || stopped {
+		if err := k.be.readCounters(p.handle, len(p.DP.Words), dst); err != nil {
+			return fmt.Errorf("read counters: %w", err)
+		}
+		return nil
+	}
+	return k.snapshot(p, dst)
+}
+
+// snapWait bounds how long a counter snapshot may take.
+const snapWait = 2 * time.Second
+
+func (k *Kernel) snapshot(p *Program, dst []uint64) error {
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	at := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&k.table[off])) }
+	src := p.handle + 8*uint64(len(p.DP.Words))
+	for off := 0; off < len(dst); off += snapWords {
+		n := min(snapWords, len(dst)-off)
+		at(rtSnapSrc).Store(src + 8*uint64(off))
+		at(rtSnapDst).Store(k.shadowD)
+		at(rtSnapWords).Store(uint64(n))
+		k.snapSeq++
+		at(rtSnapReq).Store(k.snapSeq)
+		deadline := time.Now().Add(snapWait)
+		for i := 0; at(rtSnapDone).Load() != k.snapSeq; i++ {
+			if i&1023 == 1023 {
+				if err := k.Err(); err != nil {
+					return fmt.Errorf("read counters: %w", err)
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("read counters: the kernel did not copy them in %v", snapWait)
+				}
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+		copy(dst[off:off+n], k.shadow[:n])
 	}
 	return nil
 }

@@ -60,12 +60,24 @@ const (
 )
 
 // The ring table, in pinned host memory: per ring, the count of slots
-// submitted (low 32 bits; the doorbell), then how many rings are in use.
+// submitted (low 32 bits; the doorbell), then how many rings are in use,
+// then a counter snapshot request: the host asks the kernel's poller to
+// copy a program's counters (device memory) into host memory, so that
+// reading them while the kernel runs needs no driver call.
 const (
 	rtDoorbells = 0
 	rtActive    = 4 * maxRings
-	rtBytes     = rtActive + 64
+	rtSnapSrc   = 192 // u64: device address of the counters to copy
+	rtSnapDst   = 200 // u64: device address of the host memory to copy them to
+	rtSnapWords = 208 // u64: how many words
+	rtSnapReq   = 216 // u64: the request's number, stored last
+	rtSnapDone  = 224 // u64: the number of the last request done (the kernel's)
+	rtBytes     = 256
 )
+
+// snapWords is the host memory the kernel copies counters into, in words:
+// a larger program's counters are copied in pieces.
+const snapWords = 1 << 18
 
 // The kernel's own memory on the device (kernelArgs.Claims): per ring the
 // next sequence number to take, then a mirror of the ring table that the

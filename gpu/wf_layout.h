@@ -30,6 +30,11 @@
 #define WF_WIN_HEAD 0x10ull
 #define WF_RT_DOORBELLS 0x0ull
 #define WF_RT_ACTIVE 0x80ull
+#define WF_RT_SNAP_SRC 0xc0ull
+#define WF_RT_SNAP_DST 0xc8ull
+#define WF_RT_SNAP_WORDS 0xd0ull
+#define WF_RT_SNAP_REQ 0xd8ull
+#define WF_RT_SNAP_DONE 0xe0ull
 #define WF_DV_CLAIMS 0x0ull
 #define WF_DV_MIRROR 0x100ull
 #define WF_DV_MIRROR_ACTIVE 0x180ull
