@@ -21,8 +21,10 @@ type backend interface {
 	// (unregistering waits for the device to be idle, which a persistent
 	// kernel never is).
 	hostRegister(mem []byte) (dptr uint64, err error)
-	// deviceZero returns n zeroed bytes of device memory.
+	// deviceZero returns n zeroed bytes of device memory (before the
+	// kernel runs); deviceAllocRaw n bytes as they are (any time).
 	deviceZero(n int) (dptr uint64, err error)
+	deviceAllocRaw(n int) (dptr uint64, err error)
 	// upload places a device program and, right after it, its zeroed
 	// counters (counterWords words) where the kernel reads them; free
 	// releases them.
@@ -75,6 +77,18 @@ func (v *device) readCounters(h uint64, progWords int, dst []uint64) error {
 func (v *device) readMem(dptr uint64, dst []byte) error { return v.readDevice(dst, dptr) }
 
 func (v *device) deviceZero(n int) (uint64, error) { return v.deviceAlloc(n, nil) }
+
+func (v *device) deviceAllocRaw(n int) (uint64, error) {
+	var dptr uint64
+	err := v.do(func() error {
+		if err := v.d.check("cuMemAlloc", v.d.cuMemAlloc(&dptr, uintptr(n))); err != nil {
+			return err
+		}
+		v.deviceAllocs = append(v.deviceAllocs, dptr)
+		return nil
+	})
+	return dptr, err
+}
 
 func (v *device) start(a kernelArgs, blocks int) error { return v.launch(a, blocks) }
 func (v *device) state() (bool, error)                 { return v.kernelState() }

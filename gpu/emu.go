@@ -124,6 +124,8 @@ func (e *emulator) readMem(d uint64, dst []byte) error {
 	return nil
 }
 
+func (e *emulator) deviceAllocRaw(n int) (uint64, error) { return e.deviceZero(n) }
+
 func (e *emulator) deviceZero(n int) (uint64, error) {
 	_, d := e.alloc(n)
 	return d, nil

@@ -819,18 +819,37 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
       if (req != snapDone) {
         // A counter snapshot: copy the words asked for from device memory
         // to the host's, then say done (the release covers the copies).
-        uint64_t src = 0, dst = 0, n = 0;
+        uint64_t src = 0, dst = 0, n = 0, op = 0;
         if (lane == 0) {
           fence_acquire_sys();
           src = ld_sys64(table + WF_RT_SNAP_SRC);
           dst = ld_sys64(table + WF_RT_SNAP_DST);
           n = ld_sys64(table + WF_RT_SNAP_WORDS);
+          op = ld_sys64(table + WF_RT_SNAP_OP);
         }
         src = __shfl_sync(full, src, 0);
         dst = __shfl_sync(full, dst, 0);
         n = __shfl_sync(full, n, 0);
-        for (uint64_t i = lane; i < n; i += 32)
-          ((unsigned long long*)dst)[i] = ld_volatile64((const unsigned long long*)src + i);
+        op = __shfl_sync(full, op, 0);
+        unsigned long long* d = (unsigned long long*)dst;
+        const unsigned long long* sp = (const unsigned long long*)src;
+        if (op == WF_SNAP_TO_HOST) {
+          for (uint64_t i = lane; i < n; i += 32) d[i] = ld_volatile64(sp + i);
+        } else if (op == WF_SNAP_TO_DEVICE) {
+          uint64_t i = lane;
+          for (; i + 96 < n; i += 128) { // four loads in flight a lane
+            const unsigned long long v0 = __ldcv(sp + i), v1 = __ldcv(sp + i + 32), v2 = __ldcv(sp + i + 64),
+                                     v3 = __ldcv(sp + i + 96);
+            d[i] = v0;
+            d[i + 32] = v1;
+            d[i + 64] = v2;
+            d[i + 96] = v3;
+          }
+          for (; i < n; i += 32) d[i] = __ldcv(sp + i);
+        } else if (op == WF_SNAP_ZERO) {
+          for (uint64_t i = lane; i < n; i += 32) d[i] = 0;
+        }
+        __threadfence(); // device memory written before the host hears done
         __syncwarp();
         if (lane == 0) st_release_sys64((unsigned long long*)(table + WF_RT_SNAP_DONE), req);
         snapDone = req;

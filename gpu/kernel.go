@@ -252,28 +252,61 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	}
 	need := len(dp.Words) + 2*dp.Counters
 	k.mu.Lock()
-	defer k.mu.Unlock()
+	running := k.started.Load() && !k.stopped
 	mem := devMem{words: need}
 	reuse := -1
-	for i, m := range k.spare {
-		if m.words >= need && (reuse < 0 || m.words < k.spare[reuse].words) {
-			reuse = i
+	if !running {
+		// Memory of unloaded programs is reused only while no kernel runs:
+		// a running kernel may hold the old words in its read-only caches.
+		for i, m := range k.spare {
+			if m.words >= need && (reuse < 0 || m.words < k.spare[reuse].words) {
+				reuse = i
+			}
 		}
 	}
 	var err error
-	if reuse >= 0 {
+	switch {
+	case reuse >= 0:
 		mem = k.spare[reuse]
 		k.spare = append(k.spare[:reuse], k.spare[reuse+1:]...)
 		err = k.be.rewrite(mem.handle, dp.Words, 2*dp.Counters)
-	} else {
+	case running && !k.o.Emulate:
+		// New memory, filled by the kernel itself (see snapToDevice).
+		k.mu.Unlock()
+		mem.handle, err = k.uploadRunning(dp)
+		k.mu.Lock()
+	default:
 		mem.handle, err = k.be.upload(dp.Words, 2*dp.Counters)
 	}
+	defer k.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	p := &Program{DP: dp, handle: mem.handle, mem: mem}
 	k.progs[p] = true
 	return p, nil
+}
+
+// uploadRunning places dp in new device memory while the kernel runs: the
+// words go through the snapshot buffer, the kernel's poller copies them
+// and zeroes the counters.
+func (k *Kernel) uploadRunning(dp *pipelines.DeviceProgram) (uint64, error) {
+	h, err := k.be.deviceAllocRaw(8 * (len(dp.Words) + 2*dp.Counters))
+	if err != nil {
+		return 0, err
+	}
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	for off := 0; off < len(dp.Words); off += snapWords {
+		n := copy(k.shadow, dp.Words[off:])
+		if err := k.kernelOpLocked(snapToDevice, k.shadowD, h+8*uint64(off), n); err != nil {
+			return 0, err
+		}
+	}
+	if err := k.kernelOpLocked(snapZero, 0, h+8*uint64(len(dp.Words)), 2*dp.Counters); err != nil {
+		return 0, err
+	}
+	return h, nil
 }
 
 // Unload gives p's memory back for a later Load; no slot in flight may
@@ -314,28 +347,38 @@ const snapWait = 2 * time.Second
 func (k *Kernel) snapshot(p *Program, dst []uint64) error {
 	k.snapMu.Lock()
 	defer k.snapMu.Unlock()
-	at := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&k.table[off])) }
 	src := p.handle + 8*uint64(len(p.DP.Words))
 	for off := 0; off < len(dst); off += snapWords {
 		n := min(snapWords, len(dst)-off)
-		at(rtSnapSrc).Store(src + 8*uint64(off))
-		at(rtSnapDst).Store(k.shadowD)
-		at(rtSnapWords).Store(uint64(n))
-		k.snapSeq++
-		at(rtSnapReq).Store(k.snapSeq)
-		deadline := time.Now().Add(snapWait)
-		for i := 0; at(rtSnapDone).Load() != k.snapSeq; i++ {
-			if i&1023 == 1023 {
-				if err := k.Err(); err != nil {
-					return fmt.Errorf("read counters: %w", err)
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("read counters: the kernel did not copy them in %v", snapWait)
-				}
-				time.Sleep(10 * time.Microsecond)
-			}
+		if err := k.kernelOpLocked(snapToHost, src+8*uint64(off), k.shadowD, n); err != nil {
+			return fmt.Errorf("read counters: %w", err)
 		}
 		copy(dst[off:off+n], k.shadow[:n])
+	}
+	return nil
+}
+
+// kernelOpLocked asks the kernel's poller to do one snap* op of n words
+// and waits for it (snapMu held).
+func (k *Kernel) kernelOpLocked(op, src, dst uint64, n int) error {
+	at := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&k.table[off])) }
+	at(rtSnapOp).Store(op)
+	at(rtSnapSrc).Store(src)
+	at(rtSnapDst).Store(dst)
+	at(rtSnapWords).Store(uint64(n))
+	k.snapSeq++
+	at(rtSnapReq).Store(k.snapSeq)
+	deadline := time.Now().Add(snapWait)
+	for i := 0; at(rtSnapDone).Load() != k.snapSeq; i++ {
+		if i&1023 == 1023 {
+			if err := k.Err(); err != nil {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the kernel did not answer a request in %v", snapWait)
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
 	}
 	return nil
 }

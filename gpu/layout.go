@@ -72,7 +72,19 @@ const (
 	rtSnapWords = 208 // u64: how many words
 	rtSnapReq   = 216 // u64: the request's number, stored last
 	rtSnapDone  = 224 // u64: the number of the last request done (the kernel's)
+	rtSnapOp    = 232 // u64: what to do, a snap* op
 	rtBytes     = 256
+)
+
+// Snapshot request ops: the kernel's poller copies words between device
+// and host memory, or zeroes device memory, so that nothing on the device
+// is read or written through the driver while the kernel runs (a memset
+// is a kernel of its own, which a persistent kernel holding every
+// multiprocessor never lets run: the H200 run hung there).
+const (
+	snapToHost   = 1 // device words to host memory (counters)
+	snapToDevice = 2 // host words to device memory (a program)
+	snapZero     = 3 // zero device words (a program's counters)
 )
 
 // snapWords is the host memory the kernel copies counters into, in words:

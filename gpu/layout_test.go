@@ -38,6 +38,7 @@ func layoutHeader() string {
 		{"THREADS", kernelThreads}, {"MAX_RINGS", maxRings}, {"WIN", winBytes}, {"WIN_HEAD", winHead},
 		{"RT_DOORBELLS", rtDoorbells}, {"RT_ACTIVE", rtActive}, {"RT_SNAP_SRC", rtSnapSrc}, {"RT_SNAP_DST", rtSnapDst},
 		{"RT_SNAP_WORDS", rtSnapWords}, {"RT_SNAP_REQ", rtSnapReq}, {"RT_SNAP_DONE", rtSnapDone},
+		{"RT_SNAP_OP", rtSnapOp}, {"SNAP_TO_HOST", snapToHost}, {"SNAP_TO_DEVICE", snapToDevice}, {"SNAP_ZERO", snapZero},
 		{"DV_CLAIMS", dvClaims}, {"DV_MIRROR", dvMirror}, {"DV_MIRROR_ACTIVE", dvMirrorActive},
 		{"DV_MIRROR_STOP", dvMirrorStop}, {"DV_STATS", dvStats},
 		{"VERDICT_SHIFT", verdictShift}, {"SLOT_SAMPLERS", maxSamplers},

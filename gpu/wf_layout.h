@@ -35,6 +35,10 @@
 #define WF_RT_SNAP_WORDS 0xd0ull
 #define WF_RT_SNAP_REQ 0xd8ull
 #define WF_RT_SNAP_DONE 0xe0ull
+#define WF_RT_SNAP_OP 0xe8ull
+#define WF_SNAP_TO_HOST 0x1ull
+#define WF_SNAP_TO_DEVICE 0x2ull
+#define WF_SNAP_ZERO 0x3ull
 #define WF_DV_CLAIMS 0x0ull
 #define WF_DV_MIRROR 0x100ull
 #define WF_DV_MIRROR_ACTIVE 0x180ull
