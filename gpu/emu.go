@@ -243,7 +243,8 @@ func (e *emulator) block(a kernelArgs) {
 			db := (*atomic.Uint32)(unsafe.Pointer(&table[rtDoorbells+4*r])).Load()
 			for int32(db-uint32(claims[r])) > 0 {
 				if err := e.slot(a, slots, r, claims[r]); err != nil {
-					e.err.Store(&err)
+					failed := err // only this one escapes: &err would put every call's on the heap
+					e.err.Store(&failed)
 					return
 				}
 				claims[r]++

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -136,5 +137,38 @@ func TestUnavailableMessage(t *testing.T) {
 		if !strings.HasPrefix(msg, "cuda backend unavailable: ") || len(msg) < 30 || strings.Contains(msg, "\n") {
 			t.Fatalf("message %q", msg)
 		}
+	}
+}
+
+// TestAllocsDoNotGrowWithPackets: through the CUDA executor (emulated)
+// the engine's allocations are the same for 4 and 16 passes over the
+// capture: nothing on the data path allocates per packet or per batch.
+func TestAllocsDoNotGrowWithPackets(t *testing.T) {
+	o := emulated(t)
+	g, err := pipelines.LoadFile("../testdata/pipelines/valid/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallocs := func(loops int) (uint64, uint64) {
+		eo := dataplane.DefaultOptions()
+		eo.Timing = false
+		eo.NewExecutor = NewExecutor(ExecutorOptions{Kernel: o})
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		rep, err := dataplane.Replay(dataplane.ReplayConfig{Capture: "../testdata/captures/bench-64.pcap", Graph: g, Engine: eo,
+			Replay: dataplane.ReplayOptions{Name: "bench", Preload: true, Loops: loops}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		return ms.Mallocs - before, rep.Received
+	}
+	mallocs(1) // the host build's first start, the runtime's first growth
+	a4, p4 := mallocs(4)
+	a16, p16 := mallocs(16)
+	t.Logf("4 passes: %d packets, %d allocations; 16 passes: %d packets, %d allocations", p4, a4, p16, a16)
+	if p16 != 4*p4 || a16 > a4+a4/4+64 {
+		t.Fatalf("allocations grow with packets: %d for %d packets, %d for %d", a4, p4, a16, p16)
 	}
 }

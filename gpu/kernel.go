@@ -67,16 +67,16 @@ type Kernel struct {
 	started   atomic.Bool
 	startErr  error
 
-	mu      sync.Mutex
-	rings   []*ring
-	inUse   []bool
-	regs    map[uintptr]*registration
-	progs   map[*Program]bool
+	mu    sync.Mutex
+	rings []*ring
+	inUse []bool
+	regs  map[uintptr]*registration
+	progs map[*Program]bool
 	// spare is program memory given back by Unload: a running kernel's
 	// device memory is never freed (cuMemFree waits for the device to be
 	// idle, and a persistent kernel never is), only reused, and freed at
 	// Close.
-	spare []devMem
+	spare   []devMem
 	closed  bool
 	stopped bool
 	stopErr error
