@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/workers"
 )
 
 // complete acts on the verdicts of a processed batch, in packet order:
@@ -17,15 +18,7 @@ func (e *Engine) complete(p *plan, b *rings.Batch) {
 	if e.completeUniform(p, b) {
 		return
 	}
-	reasonIdx := p.reasonIdx
-	noVerdict := p.lay.engineBase + engineNoVerdict
-	txList := p.txList
-	for i := range txList {
-		txList[i] = txList[i][:0]
-	}
-	e.passList = e.passList[:0]
-	hold := e.holds
-	e.recycle = e.recycle[:0]
+	e.startLists(p)
 	for i := range b.Descs {
 		d := b.Descs[i]
 		m := &b.Meta[i]
@@ -34,42 +27,94 @@ func (e *Engine) complete(p *plan, b *rings.Batch) {
 		if m.SampleMask != 0 {
 			e.sample(p, d, m.SampleMask)
 		}
-		switch m.Verdict {
-		case rings.VerdictTX:
-			if int(m.Target) < len(txList) {
-				txList[m.Target] = append(txList[m.Target], d)
-				continue
-			}
-		case rings.VerdictDrop:
-			if int(m.Target) < len(reasonIdx) {
-				r := reasonIdx[m.Target]
-				c.dropPackets[r]++
-				c.dropBytes[r] += uint64(d.Len)
-				if hold {
-					e.recycle = append(e.recycle, d)
-				}
-				continue
-			}
-		case rings.VerdictPass:
-			if e.pass != nil {
-				e.passList = append(e.passList, d) // counted once the port took it
-			} else {
-				c.passPackets++
-				c.passBytes += uint64(d.Len)
-				if hold {
-					e.recycle = append(e.recycle, d)
-				}
-			}
-			continue
-		}
-		// No verdict, or one naming a port or reason that does not exist:
-		// a pipeline bug, counted rather than lost.
-		c.dropPackets[noVerdict]++
-		c.dropBytes[noVerdict] += uint64(d.Len)
-		if hold {
-			e.recycle = append(e.recycle, d)
+		e.sortVerdict(p, d, m.Verdict, m.Target)
+	}
+	e.finishLists(p, b)
+}
+
+// completeVerdicts is complete for a batch of a VerdictExecutor: the
+// verdicts are v's words and the sample candidates v's lists, so nothing
+// reads the packets' Meta (the executor never wrote it).
+func (e *Engine) completeVerdicts(p *plan, b *rings.Batch, v workers.Verdicts) {
+	c := &e.counts
+	c.batches++
+	e.inEngine -= len(b.Descs)
+	if b.Outcome.Valid && e.completeUniform(p, b) {
+		return
+	}
+	e.startLists(p)
+	for k, list := range v.Samples {
+		if k < len(p.samples) && len(list) > 0 {
+			pickList(&p.samples[k], b.Descs, list)
 		}
 	}
+	words := v.Words[:len(b.Descs)]
+	for i := range b.Descs {
+		d := b.Descs[i]
+		c.received++
+		c.receivedBytes += uint64(d.Len)
+		w := words[i]
+		e.sortVerdict(p, d, rings.Verdict(w>>workers.VerdictShift), uint16(w))
+	}
+	e.finishLists(p, b)
+}
+
+// startLists empties the per-output lists for a batch.
+func (e *Engine) startLists(p *plan) {
+	for i := range p.txList {
+		p.txList[i] = p.txList[i][:0]
+	}
+	e.passList = e.passList[:0]
+	e.recycle = e.recycle[:0]
+}
+
+// sortVerdict puts packet d on the list its verdict (v, t) names, and
+// counts what needs no output: a drop by its reason, a pass when there is
+// no pass port.
+func (e *Engine) sortVerdict(p *plan, d rings.Desc, v rings.Verdict, t uint16) {
+	c := &e.counts
+	switch v {
+	case rings.VerdictTX:
+		if int(t) < len(p.txList) {
+			p.txList[t] = append(p.txList[t], d)
+			return
+		}
+	case rings.VerdictDrop:
+		if int(t) < len(p.reasonIdx) {
+			r := p.reasonIdx[t]
+			c.dropPackets[r]++
+			c.dropBytes[r] += uint64(d.Len)
+			if e.holds {
+				e.recycle = append(e.recycle, d)
+			}
+			return
+		}
+	case rings.VerdictPass:
+		if e.pass != nil {
+			e.passList = append(e.passList, d) // counted once the port took it
+		} else {
+			c.passPackets++
+			c.passBytes += uint64(d.Len)
+			if e.holds {
+				e.recycle = append(e.recycle, d)
+			}
+		}
+		return
+	}
+	// No verdict, or one naming a port or reason that does not exist:
+	// a pipeline bug, counted rather than lost.
+	noVerdict := p.lay.engineBase + engineNoVerdict
+	c.dropPackets[noVerdict]++
+	c.dropBytes[noVerdict] += uint64(d.Len)
+	if e.holds {
+		e.recycle = append(e.recycle, d)
+	}
+}
+
+// finishLists writes the samples, transmits the per-port lists, hands the
+// pass list over and recycles every frame no Completer kept.
+func (e *Engine) finishLists(p *plan, b *rings.Batch) {
+	hold := e.holds
 	// Samples first: sinks copy the bytes, and before the transmits every
 	// frame is still the engine's (a Completer may own it after).
 	for k := range p.samples {
@@ -83,7 +128,7 @@ func (e *Engine) complete(p *plan, b *rings.Batch) {
 			s.list = s.list[:0]
 		}
 	}
-	for port, list := range txList {
+	for port, list := range p.txList {
 		if len(list) == 0 {
 			continue
 		}
@@ -142,6 +187,28 @@ func (e *Engine) sample(p *plan, d rings.Desc, mask uint32) {
 			s.list = append(s.list, d)
 		}
 	}
+}
+
+// pickList is sample for one sampler's candidates of a batch, given as
+// the list of their packet indices in receive order: it works out from
+// the sampler's count which of them it keeps, so only those cost
+// anything.
+func pickList(s *sampler, descs []rings.Desc, list []uint16) {
+	n := uint64(len(list))
+	N := s.info.N
+	switch {
+	case s.every:
+		for r := (N - s.candidate%N) % N; r < n; r += N {
+			s.list = append(s.list, descs[list[r]])
+			s.written++
+		}
+	case s.candidate < N:
+		for _, i := range list[:min(n, N-s.candidate)] {
+			s.list = append(s.list, descs[i])
+			s.written++
+		}
+	}
+	s.candidate += n
 }
 
 // completeUniform is complete's fast path for the common batch whose packets

@@ -59,9 +59,11 @@ type ExecutorConfig struct {
 	// Graph is the compiled pipeline the engine runs.
 	Graph *pipelines.Graph
 	// Runners are the pipeline's per-worker runners, max(Workers, 1) of
-	// them; runner i belongs to worker i. The engine's Report sums their
-	// counters, so an executor that does a runner's work elsewhere (on a
-	// GPU) must still account it there or run the runner.
+	// them and one more (the engine makes one more for every executor
+	// factory); runner i belongs to worker i. The engine's Report sums
+	// their counters, so an executor that does a runner's work elsewhere
+	// (on a GPU) must still account it there (Runner.AddDeviceCounts, on
+	// the runner no worker uses) or run the runner.
 	Runners []*pipelines.Runner
 	// Arena holds every frame the batches' descriptors name.
 	Arena *rings.Arena
@@ -559,7 +561,11 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 			if pl.stamps != nil {
 				p = pl.pop()
 			}
-			e.complete(p, b)
+			if pl.verdicts != nil {
+				e.completeVerdicts(p, b, pl.verdicts.Verdicts())
+			} else {
+				e.complete(p, b)
+			}
 			ex.Release()
 			if p == e.cur && !e.curActive {
 				e.activate()

@@ -96,6 +96,9 @@ type pool struct {
 	// lazyMeta: the executor settles deferred metadata, so the I/O loop
 	// receives into its batches with the metadata deferred.
 	lazyMeta bool
+	// verdicts, when set, is the executor as a VerdictExecutor: its
+	// batches' verdicts are its compact words, not their Meta.
+	verdicts workers.VerdictExecutor
 	workers  int
 	batch    int
 	// fifo is the stamp of every batch in flight, in submission order
@@ -255,7 +258,14 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	if outs.Tap != nil && outs.Tap.Graph() != g {
 		return nil, fmt.Errorf("the tap was made for pipeline %q, not %q", outs.Tap.Graph().Name(), g.Name())
 	}
-	for range max(p.workers, 1) {
+	// One runner per worker, and one more for an executor from
+	// Options.NewExecutor: one that runs the pipeline elsewhere (a GPU)
+	// adds that work's counters to a runner no worker uses.
+	nr := max(p.workers, 1)
+	if o.NewExecutor != nil {
+		nr++
+	}
+	for range nr {
 		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing})
 		if outs.Tap != nil {
 			r.SetTap(outs.Tap) // before the plan is published: no batch without it
@@ -341,6 +351,7 @@ func (e *Engine) newPool(p *plan) (*pool, error) {
 		}
 		pl.exec = ex
 		pl.lazyMeta = settlesMeta(ex)
+		pl.verdicts, _ = ex.(workers.VerdictExecutor)
 		return pl, nil
 	}
 	// The engine's own pool: each slot's batch gets a stamp cell, made

@@ -3,11 +3,10 @@ package gpu
 import (
 	"fmt"
 	"unsafe"
-
-	"github.com/warpflow/warpflow/pipelines"
 )
 
-// backend is what plays the kernel: the CUDA device, or the emulator.
+// backend is what plays the kernel: the CUDA device, or the emulator (the
+// host build of kernel.cu behind a pipe).
 type backend interface {
 	describe() string
 	multiprocessors() int
@@ -18,13 +17,24 @@ type backend interface {
 	// address on the kernel's side.
 	hostAlloc(n int) (mem []byte, dptr uint64, err error)
 	// hostRegister makes mem (kept alive by the caller) reachable by the
-	// kernel and returns its address there.
+	// kernel and returns its address there, until the backend closes
+	// (unregistering waits for the device to be idle, which a persistent
+	// kernel never is).
 	hostRegister(mem []byte) (dptr uint64, err error)
-	// upload places a blob and, right after it, zeroed counters
-	// (2*(rules+1) words) where the kernel reads them, returning their
-	// handles.
-	upload(b *pipelines.FilterBlob) (blob, counters uint64, err error)
-	readCounters(h uint64, dst []uint64) error
+	// deviceZero returns n zeroed bytes of device memory (before the
+	// kernel runs); deviceAllocRaw n bytes as they are (any time).
+	deviceZero(n int) (dptr uint64, err error)
+	deviceAllocRaw(n int) (dptr uint64, err error)
+	// upload places a device program and, right after it, its zeroed
+	// counters (counterWords words) where the kernel reads them; free
+	// releases them.
+	upload(words []uint64, counterWords int) (handle uint64, err error)
+	// rewrite places another program (and zeroed counters) in memory an
+	// upload returned, large enough, while the kernel may run.
+	rewrite(handle uint64, words []uint64, counterWords int) error
+	readCounters(h uint64, progWords int, dst []uint64) error
+	// readMem copies device memory at dptr into dst (a stopped kernel's).
+	readMem(dptr uint64, dst []byte) error
 	start(a kernelArgs, blocks int) error
 	// state reports whether the kernel has stopped, and its error if it
 	// failed.
@@ -40,21 +50,44 @@ func (v *device) describe() string {
 func (v *device) multiprocessors() int { return v.sms }
 func (v *device) residentBlocks() int  { return v.occ }
 
-func (v *device) upload(b *pipelines.FilterBlob) (blob, counters uint64, err error) {
-	// One allocation: the blob, then its counters (the kernel finds them
-	// at blob + 8*words).
-	src := unsafe.Slice((*byte)(unsafe.Pointer(&b.Words[0])), 8*len(b.Words))
-	if blob, err = v.deviceAlloc(len(src)+16*(b.Rules+1), src); err != nil {
-		return 0, 0, fmt.Errorf("upload blob: %w", err)
+func (v *device) upload(words []uint64, counterWords int) (uint64, error) {
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
+	h, err := v.deviceAlloc(len(src)+8*counterWords, src)
+	if err != nil {
+		return 0, fmt.Errorf("upload program: %w", err)
 	}
-	return blob, blob + uint64(len(src)), nil
+	return h, nil
 }
 
-func (v *device) readCounters(h uint64, dst []uint64) error {
+func (v *device) rewrite(h uint64, words []uint64, counterWords int) error {
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
+	if err := v.deviceWrite(h, len(src)+8*counterWords, src); err != nil {
+		return fmt.Errorf("upload program: %w", err)
+	}
+	return nil
+}
+
+func (v *device) readCounters(h uint64, progWords int, dst []uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return v.readDevice(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 8*len(dst)), h)
+	return v.readDevice(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 8*len(dst)), h+8*uint64(progWords))
+}
+
+func (v *device) readMem(dptr uint64, dst []byte) error { return v.readDevice(dst, dptr) }
+
+func (v *device) deviceZero(n int) (uint64, error) { return v.deviceAlloc(n, nil) }
+
+func (v *device) deviceAllocRaw(n int) (uint64, error) {
+	var dptr uint64
+	err := v.do(func() error {
+		if err := v.d.check("cuMemAlloc", v.d.cuMemAlloc(&dptr, uintptr(n))); err != nil {
+			return err
+		}
+		v.deviceAllocs = append(v.deviceAllocs, dptr)
+		return nil
+	})
+	return dptr, err
 }
 
 func (v *device) start(a kernelArgs, blocks int) error { return v.launch(a, blocks) }

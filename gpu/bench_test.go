@@ -1,278 +1,326 @@
 package gpu
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/benchshape"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
+	"github.com/warpflow/warpflow/workers"
 )
 
-// The H200 benchmark (BENCHMARKS.md, "GPU backend"). It is a test, not a
-// testing.B benchmark, because it prints one table comparing backends in
-// one run; it runs only when WARPFLOW_GPU_BENCH=1 and writes its figures
-// as JSON to $WARPFLOW_BENCH_OUT when set:
+// The end-to-end benchmark (BENCHMARKS.md, "GPU backend"). It is a test,
+// not a testing.B benchmark, because it prints one table of CPU and CUDA
+// rows measured in one run; it runs only with WARPFLOW_GPU_BENCH=1 and
+// writes every repeat as JSON to $WARPFLOW_BENCH_OUT when set:
 //
 //	CGO_ENABLED=0 go test -c -o gpu.test ./gpu
-//	WARPFLOW_GPU_BENCH=1 ./gpu.test -test.run TestGPUBench -test.v
+//	cd gpu && WARPFLOW_GPU_BENCH=1 WARPFLOW_BENCH_OUT=dir ../gpu.test -test.run TestGPUBench -test.v
 //
-// WARPFLOW_GPU_BENCH_EMULATE=1 runs it against the emulation (a smoke test
-// of the benchmark itself; its figures mean nothing).
+// WARPFLOW_GPU_BENCH_EMULATE=1 runs it against the emulation, small (a
+// smoke test of the benchmark itself; its figures mean nothing).
 
-// benchRules writes a pipeline of n ACL rules shaped like an edge ACL:
-// host and /24 sources with service ports, destination /24s, all actions
-// terminals. It returns the YAML and the rules' source addresses.
-func benchRules(n int, rnd *rand.Rand) (string, []uint32) {
-	svc := []int{22, 23, 25, 53, 80, 110, 143, 161, 389, 443, 445, 1433, 3306, 3389, 5432, 6379, 8080, 8443, 11211}
-	var sb strings.Builder
-	sb.WriteString("name: bench\nsettings: {batch_size: 256}\nstages:\n  - {name: parse, type: parse}\n  - name: acl\n    type: filter\n    default: accept\n    rules:\n")
-	var srcs []uint32
-	for i := 0; i < n; i++ {
-		a := 10<<24 | uint32(rnd.IntN(1<<24))
-		ip := func(x uint32) string { return fmt.Sprintf("%d.%d.%d.%d", x>>24, x>>16&255, x>>8&255, x&255) }
-		switch k := rnd.IntN(10); {
-		case k < 7:
-			srcs = append(srcs, a)
-			fmt.Fprintf(&sb, "      - {src: %s, proto: tcp, dst_port: %d, action: \"drop:acl\"}\n", ip(a), svc[rnd.IntN(len(svc))])
-		case k < 9:
-			srcs = append(srcs, a&^255|uint32(rnd.IntN(256)))
-			lo := 1 + rnd.IntN(60000)
-			fmt.Fprintf(&sb, "      - {src: %s/24, dst_port: %d-%d, action: web}\n", ip(a&^255), lo, lo+rnd.IntN(2000))
-		default:
-			fmt.Fprintf(&sb, "      - {dst: %s/24, proto: udp, action: \"drop:udp\"}\n", ip(a&^255))
-		}
+// shapeYAML is the bench's default shape (internal/benchshape: parse, a
+// rules-long filter the traffic misses, SNAT and MAC swap, count by
+// protocol) with a balance over two tx ports instead of the one tx.
+// Past 65 535 rules benchshape's IPv6 sources would need a fifth hex digit
+// in one group; those get it as a group of their own (a /64), the same
+// kind of rule.
+func shapeYAML(rules, batch int) string {
+	s := benchshape.Default("shape", rules)
+	s = wideV6.ReplaceAllStringFunc(s, func(m string) string {
+		h := wideV6.FindStringSubmatch(m)[1]
+		return fmt.Sprintf("2001:db8:%s:%s::/64", h[:len(h)-4], h[len(h)-4:])
+	})
+	s = strings.Replace(s, "stages:\n", fmt.Sprintf("settings: {batch_size: %d}\nstages:\n", batch), 1)
+	return strings.Replace(s, "  - {name: out, type: tx, port: sink}\n",
+		"  - {name: spread, type: balance, to: [out, out1]}\n  - {name: out, type: tx, port: sink}\n  - {name: out1, type: tx, port: sink1}\n", 1)
+}
+
+var wideV6 = regexp.MustCompile(`2001:db8:([0-9a-f]{5,})::/48`)
+
+// procCPU returns the process's user+system CPU time from /proc/self/stat
+// (fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(t *testing.T) time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
 	}
-	sb.WriteString("  - {name: web, type: tx, port: web0}\n")
-	return sb.String(), srcs
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 on
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-// benchFrames writes count 64-byte IPv4 TCP/UDP frames, one per frame of
-// a, half from rule sources, and returns their descriptors.
-func benchFrames(a *rings.Arena, count int, srcs []uint32, rnd *rand.Rand) []rings.Desc {
-	svc := []uint16{22, 23, 53, 80, 443, 3306, 8080}
-	descs := make([]rings.Desc, 0, count)
-	for range count {
-		addr, ok := a.Alloc()
-		if !ok {
-			break
-		}
-		p := a.Frame(addr)[addr&uint64(a.FrameSize()-1):]
-		p = p[:64]
-		clear(p)
-		binary.BigEndian.PutUint16(p[12:], 0x0800)
-		h := p[14:]
-		h[0], h[8] = 0x45, 64
-		src := 10<<24 | uint32(rnd.IntN(1<<24))
-		if len(srcs) > 0 && rnd.IntN(2) == 0 {
-			src = srcs[rnd.IntN(len(srcs))]
-		}
-		binary.BigEndian.PutUint32(h[12:], src)
-		binary.BigEndian.PutUint32(h[16:], 10<<24|uint32(rnd.IntN(1<<24)))
-		l := h[20:]
-		binary.BigEndian.PutUint16(l[0:], uint16(1024+rnd.IntN(60000)))
-		dport := uint16(1 + rnd.IntN(65535))
-		if rnd.IntN(2) == 0 {
-			dport = svc[rnd.IntN(len(svc))]
-		}
-		binary.BigEndian.PutUint16(l[2:], dport)
-		if rnd.IntN(4) == 0 {
-			h[9] = 17
-			binary.BigEndian.PutUint16(h[2:], 28)
-			binary.BigEndian.PutUint16(l[4:], 8)
-		} else {
-			h[9] = 6
-			binary.BigEndian.PutUint16(h[2:], 40)
-			l[12], l[13] = 5<<4, 0x02
-		}
-		descs = append(descs, rings.Desc{Addr: addr, Len: 64})
+// benchRow is one configuration of the benchmark.
+type benchRow struct {
+	Name    string `json:"name"`
+	Backend string `json:"backend"`
+	Rules   int    `json:"rules"`
+	Batch   int    `json:"batch"`
+	Engines int    `json:"engines"` // I/O loops
+	Workers int    `json:"workers"` // CPU workers per engine (fallback workers for cuda)
+}
+
+// benchRun is one measurement of a row.
+type benchRun struct {
+	Mpps      float64 `json:"mpps"`
+	HostCores float64 `json:"host_cores"`
+	Packets   uint64  `json:"packets"`
+	Fallbacks uint64  `json:"fallbacks,omitempty"`
+	InFlight  float64 `json:"slots_in_flight,omitempty"` // average at submit, per engine
+	Seconds   float64 `json:"seconds"`
+}
+
+// benchCapturePackets is bench-64.pcap's packet count: Loops counts passes
+// of the capture's own packets, replicated or not.
+const benchCapturePackets = 4096
+
+// benchFrames is an engine's arena: the preloaded frames, the frames of a
+// ring's slots and some more.
+func benchFrames(batch int) int { return 1<<16 + 2*64*batch + 4096 }
+
+// benchEngines runs r.Engines engines side by side, each replaying the
+// 64-byte bench capture preloaded (replicated to 65 536 frames) for
+// packets packets through g, on CPU workers or through the CUDA executor
+// (mk); it returns the rate over one wall clock from the common start to
+// the last engine's end, and the host cores the process used meanwhile.
+func benchEngines(t *testing.T, g *pipelines.Graph, r benchRow, packets int, arenas *arenaPool, mk func(dataplane.ExecutorConfig) (workers.Executor, error)) benchRun {
+	const frames = 1 << 16
+	type unit struct {
+		eng *dataplane.Engine
+		in  *dataplane.ReplayPort
 	}
-	return descs
-}
-
-// cpuTime returns the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchResult is one row of the benchmark's JSON.
-type benchResult struct {
-	Backend   string  `json:"backend"`
-	Rules     int     `json:"rules"`
-	Batch     int     `json:"batch"`
-	Mpps      float64 `json:"mpps,omitempty"`
-	HostCores float64 `json:"host_cores,omitempty"`
-	MedianUs  float64 `json:"median_us,omitempty"`
-	P99Us     float64 `json:"p99_us,omitempty"`
-	Note      string  `json:"note,omitempty"`
-}
-
-// benchCPU runs workers goroutines, each with its own runner of g on
-// 256-packet batches over descs, for d, and returns Mpps and busy cores.
-func benchCPU(g *pipelines.Graph, a *rings.Arena, descs []rings.Desc, workers int, d time.Duration) (float64, float64) {
-	var total atomic.Uint64
-	var stop atomic.Bool
+	var units []unit
+	var execs []*Executor
+	var mu sync.Mutex
+	for e := range r.Engines {
+		arena := arenas.get(t, e, benchFrames(r.Batch))
+		in, err := dataplane.OpenReplay("../testdata/captures/bench-64.pcap", arena, dataplane.ReplayOptions{Name: "bench", Preload: true, MinFrames: frames, Loops: (packets + benchCapturePackets - 1) / benchCapturePackets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
+		for _, p := range g.Ports() {
+			outs.Ports[p] = dataplane.NewNullPort(p)
+		}
+		eo := dataplane.DefaultOptions()
+		eo.Timing = false
+		eo.Workers = r.Workers
+		eo.BatchSize = r.Batch
+		if mk != nil {
+			eo.NewExecutor = func(c dataplane.ExecutorConfig) (workers.Executor, error) {
+				ex, err := mk(c)
+				if e, ok := ex.(*Executor); ok {
+					mu.Lock()
+					execs = append(execs, e)
+					mu.Unlock()
+				}
+				return ex, err
+			}
+		}
+		eng, err := dataplane.NewEngine(g, arena, in, outs, eo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, unit{eng, in})
+	}
+	runtime.GC()
 	var wg sync.WaitGroup
-	c0, t0 := cpuTime(), time.Now()
-	for w := range workers {
+	errs := make([]error, len(units))
+	c0, t0 := procCPU(t), time.Now()
+	for i, u := range units {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread()
-			r := g.NewRunner(pipelines.RunnerOptions{})
-			b := rings.NewBatch(256, a)
-			n := uint64(0)
-			for off := (w * 4096) % len(descs); !stop.Load(); off = (off + 256) % (len(descs) - 256) {
-				b.Clear()
-				for _, dd := range descs[off : off+256] {
-					b.Append(dd, 0, 0)
-				}
-				r.Process(b)
-				n += 256
-			}
-			total.Add(n)
+			errs[i] = u.eng.Run(nil)
 		}()
 	}
-	time.Sleep(d)
-	stop.Store(true)
 	wg.Wait()
 	wall := time.Since(t0)
-	return float64(total.Load()) / wall.Seconds() / 1e6, float64(cpuTime()-c0) / float64(wall)
+	cores := float64(procCPU(t)-c0) / float64(wall)
+	var run benchRun
+	for i, u := range units {
+		if errs[i] != nil {
+			t.Fatalf("%s engine %d: %v", r.Name, i, errs[i])
+		}
+		rep := u.eng.Report()
+		if !rep.Balanced || rep.Received == 0 {
+			t.Fatalf("%s engine %d: %s", r.Name, i, rep.AccountingLine())
+		}
+		if rep.Received < uint64(packets) {
+			t.Fatalf("%s engine %d: %d packets received, %d asked for", r.Name, i, rep.Received, packets)
+		}
+		run.Packets += rep.Received
+		u.in.Close()
+	}
+	var subs, sum uint64
+	for _, e := range execs {
+		st := e.Stats()
+		run.Fallbacks += st.Fallbacks
+		subs += st.Submits
+		sum += st.InFlightSum
+	}
+	if subs > 0 {
+		run.InFlight = float64(sum) / float64(subs)
+	}
+	run.Seconds = wall.Seconds()
+	run.Mpps = float64(run.Packets) / wall.Seconds() / 1e6
+	run.HostCores = cores
+	return run
 }
 
-// benchGPU keeps c's ring full with batch-packet slots over descs from one
-// locked goroutine (producer and consumer). It first runs, untimed, two
-// laps of the ring checking results against the CPU lookup over the same
-// blob (every packet of the first 64 slots, the first 8 of the others:
-// a host lookup at 100 000 rules runs at about 1.6 Mpps, so checking all
-// of them would be the benchmark), then measures d without checks.
-func benchGPU(t *testing.T, c *Classifier, prog *Program, descs []rings.Desc, batch int, d time.Duration) (mpps, cores float64, mismatches int) {
+// arenaPool keeps the engines' frame arenas across measurements: the
+// kernel keeps frame memory registered until it closes, so the same
+// arenas are used again rather than new ones registered each time.
+type arenaPool struct {
+	m      map[[2]int]*rings.Arena
+	frames []rings.Desc // benchKernel's, written once
+}
+
+func (p *arenaPool) get(t *testing.T, engine, frames int) *rings.Arena {
+	if p.m == nil {
+		p.m = map[[2]int]*rings.Arena{}
+	}
+	key := [2]int{engine, frames}
+	if a := p.m[key]; a != nil {
+		return a
+	}
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: frames, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.m[key] = a
+	return a
+}
+
+// benchKernel keeps one ring of k full from one locked goroutine, with the
+// descriptors of 64-byte frames pre-written in an arena, for d: the
+// kernel's rate without an engine (no port, no completion work), to tell
+// what the kernel can do from what the I/O loop around it does.
+func benchKernel(t *testing.T, k *Kernel, g *pipelines.Graph, batch int, arenas *arenaPool, d time.Duration) benchRun {
+	dp, err := pipelines.CompileDevice(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := k.Load(dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Unload(prog)
+	a := arenas.get(t, 99, 1<<16)
+	if arenas.frames == nil {
+		arenas.frames = writeFrames(a, a.Frames(), newRand())
+	}
+	descs := arenas.frames
+	at, err := k.attach(a.Mem(), a.FrameSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.detach()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	arena := c.Arena()
-	var k pipelines.FilterKey
-	verify := func(s *Slot, n int) {
-		for i := range min(n, s.count) {
-			dd := s.Descs[i]
-			want := Fallback
-			have := haveBytes(dd.Addr, uint64(c.o.FrameSize-1), uint64(len(arena)))
-			if parseCommon(arena[dd.Addr:dd.Addr+uint64(have)], int(dd.Len), have, &k) {
-				want = uint32(prog.Blob.Lookup(&k))
-			}
-			if s.Results[i] != want {
-				mismatches++
-			}
-		}
-	}
+	var pkts uint64
 	off := 0
-	// run keeps the ring full until done says stop; it returns the packets
-	// completed and those handed back.
-	run := func(check bool, done func(slots int, i int) bool) (pkts, fallbacks uint64) {
-		slots := 0
-		for i := 0; ; i++ {
-			for {
-				s, ok := c.Acquire()
-				if !ok {
-					break
-				}
-				if off+batch > len(descs) {
-					off = 0
-				}
-				copy(s.Descs, descs[off:off+batch])
-				off += batch
-				c.Submit(batch, prog)
-			}
-			for {
-				s, ok := c.Completed()
-				if !ok {
-					break
-				}
-				if check {
-					n := 8
-					if slots < 64 {
-						n = batch
-					}
-					verify(s, n)
-				}
-				for _, r := range s.Results[:s.count] {
-					if r == Fallback {
-						fallbacks++
-					}
-				}
-				pkts += uint64(s.count)
-				slots++
-				c.Release()
-			}
-			// The clock every pass (a pass can turn the whole ring over:
-			// 4 M packets at batch 4096), the driver now and then.
-			if done(slots, i) {
-				return pkts, fallbacks
-			}
-			if i&1023 == 0 {
-				if err := c.Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
-	warm := time.Now().Add(30 * time.Second)
-	_, fb := run(true, func(slots, _ int) bool {
-		if time.Now().After(warm) {
-			t.Fatalf("batch %d: %d slots in 30s", batch, slots)
-		}
-		return slots >= 2*c.o.Slots
-	})
-	c0, t0 := cpuTime(), time.Now()
+	c0, t0 := procCPU(t), time.Now()
 	deadline := t0.Add(d)
-	pkts, fallbacks := run(false, func(int, int) bool { return time.Now().After(deadline) })
-	wall := time.Since(t0)
-	cores = float64(cpuTime()-c0) / float64(wall)
-	// Drain what is in flight so the next run starts empty.
-	for c.InFlight() > 0 {
-		if _, ok := c.Completed(); ok {
-			c.Release()
+	for i := 0; ; i++ {
+		for {
+			seq, ok := at.r.acquire()
+			if !ok {
+				break
+			}
+			if off+batch > len(descs) {
+				off = 0
+			}
+			copy(at.r.descs(seq), descs[off:off+batch])
+			off += batch
+			at.submit(batch, prog, 0)
+		}
+		for {
+			if _, ok := at.r.completed(); !ok {
+				break
+			}
+			pkts += uint64(batch)
+			at.r.release()
+		}
+		if i&255 == 0 && time.Now().After(deadline) {
+			break
 		}
 	}
-	if fallbacks+fb != 0 {
-		t.Errorf("%d packets handed back in a benchmark of plain TCP/UDP", fallbacks+fb)
+	wall := time.Since(t0)
+	cores := float64(procCPU(t)-c0) / float64(wall)
+	for dl := time.Now().Add(5 * time.Second); at.r.inFlight() > 0; {
+		if _, ok := at.r.completed(); ok {
+			at.r.release()
+		} else if time.Now().After(dl) {
+			t.Fatal("kernel ring did not drain in 5s")
+		}
 	}
-	return float64(pkts) / wall.Seconds() / 1e6, cores, mismatches
+	return benchRun{Mpps: float64(pkts) / wall.Seconds() / 1e6, HostCores: cores, Packets: pkts, Seconds: wall.Seconds()}
 }
 
-// benchLatency measures slot ready -> verdict seen by the host, one slot
-// in flight, iters times.
-func benchLatency(t *testing.T, c *Classifier, prog *Program, descs []rings.Desc, batch, iters int) (median, p99 float64) {
+// benchLatency measures the batch-1 round trip through the kernel alone:
+// the doorbell store to the host seeing done, one slot in flight.
+func benchLatency(t *testing.T, o Options, g *pipelines.Graph, iters int) (p50, p99 float64) {
+	o.Rings, o.Slots, o.SlotCap, o.PollNs = 1, 2, 1, 0
+	k, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	dp, err := pipelines.CompileDevice(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := k.Load(dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs := writeFrames(arena, 4096, newRand())
+	at, err := k.attach(arena.Mem(), 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.detach()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	lat := make([]time.Duration, 0, iters)
-	for it := 0; it < iters+iters/10; it++ {
-		s := waitAcquire(t, c)
-		off := (it * batch) % (len(descs) - batch)
-		copy(s.Descs, descs[off:off+batch])
+	for it := range iters + iters/10 {
+		seq, ok := at.r.acquire()
+		if !ok {
+			t.Fatal("no free slot")
+		}
+		at.r.descs(seq)[0] = descs[it%len(descs)]
 		t0 := time.Now()
-		c.Submit(batch, prog)
-		for {
-			if _, ok := c.Completed(); ok {
-				break
+		at.submit(1, prog, 0)
+		deadline := t0.Add(5 * time.Second)
+		for !at.r.done(seq) {
+			if time.Now().After(deadline) {
+				t.Fatalf("batch-1 slot not done in 5s; kernel words %#x", k.debugWords())
 			}
 		}
 		dt := time.Since(t0)
-		c.Release()
-		if it >= iters/10 { // warm-up first
+		at.r.completed()
+		at.r.release()
+		if it >= iters/10 {
 			lat = append(lat, dt)
 		}
 	}
@@ -282,144 +330,148 @@ func benchLatency(t *testing.T, c *Classifier, prog *Program, descs []rings.Desc
 }
 
 func TestGPUBench(t *testing.T) {
-	if v := os.Getenv("WARPFLOW_GPU_BENCH"); v != "1" && v != "latency" {
+	if os.Getenv("WARPFLOW_GPU_BENCH") != "1" {
 		t.Skip("set WARPFLOW_GPU_BENCH=1 to run the GPU benchmark")
 	}
 	emulate := os.Getenv("WARPFLOW_GPU_BENCH_EMULATE") == "1"
-	if !emulate {
-		if err := Available(); err != nil {
-			t.Skip(err)
-		}
-	}
-	d := time.Second
+	var o Options
 	if emulate {
-		d = 200 * time.Millisecond
+		o = emulated(t)
+	} else {
+		o = onDevice(t)
 	}
-	const maxBatch = 4096
-	o := DefaultOptions()
-	o.Emulate = emulate
-	o.SlotCap = maxBatch
-	o.PollNs = 5000 // idle blocks: one poll per ~5 us, not a PCIe read flood
-	o.FrameSize = 2048
-	o.ArenaBytes = 1 << 17 * 2048 // 131072 frames: 256 MiB pinned
-	if emulate {
-		o.ArenaBytes = 1 << 14 * 2048
+	repeats, packets := 5, 40_000_000
+	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_BENCH_REPEATS")); err == nil {
+		repeats = v
 	}
-	// Development knobs: the kernel's block count and idle poll interval.
-	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_BLOCKS")); err == nil {
-		o.Blocks = v
+	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_BENCH_MPACKETS")); err == nil {
+		packets = v * 1_000_000
 	}
-	if v, err := strconv.Atoi(os.Getenv("WARPFLOW_GPU_POLLNS")); err == nil {
-		o.PollNs = uint32(v)
-	}
-	var desc string
-	var results []benchResult
-	rnd := rand.New(rand.NewPCG(42, 42))
-	var latBlob *pipelines.FilterBlob
-	var latSrcs []uint32
-	counts := []int{1000, 10000, 100000}
-	// WARPFLOW_GPU_BENCH=latency (development): the latency part alone.
-	latencyOnly := os.Getenv("WARPFLOW_GPU_BENCH") == "latency"
-	if latencyOnly {
-		counts = []int{10000}
+	cpus := runtime.NumCPU()
+	rows := []benchRow{
+		{Name: "kernel-10k", Backend: "kernel", Rules: 10000, Batch: 256, Engines: 0, Workers: 0},
+		{Name: "cpu-16w-10k", Backend: "cpu", Rules: 10000, Batch: 256, Engines: 1, Workers: 16},
+		{Name: "cuda-1io-10k", Backend: "cuda", Rules: 10000, Batch: 256, Engines: 1, Workers: 1},
+		{Name: "cuda-2io-10k", Backend: "cuda", Rules: 10000, Batch: 256, Engines: 2, Workers: 1},
+		{Name: "cuda-2io-10k-b1024", Backend: "cuda", Rules: 10000, Batch: 1024, Engines: 2, Workers: 1},
+		{Name: "cpu-16w-100k", Backend: "cpu", Rules: 100000, Batch: 256, Engines: 1, Workers: 16},
+		{Name: "cuda-2io-100k", Backend: "cuda", Rules: 100000, Batch: 256, Engines: 2, Workers: 1},
 	}
 	if emulate {
-		counts = []int{1000}
+		repeats, packets = 1, 200_000
+		rows = []benchRow{
+			{Name: "cpu-2w-1k", Backend: "cpu", Rules: 1000, Batch: 256, Engines: 1, Workers: 2},
+			{Name: "emu-2io-1k", Backend: "cuda", Rules: 1000, Batch: 256, Engines: 2, Workers: 1},
+			{Name: "emu-kernel-1k", Backend: "kernel", Rules: 1000, Batch: 256},
+		}
 	}
-	for _, n := range counts {
-		y, srcs := benchRules(n, rnd)
-		tb := time.Now()
-		g, err := pipelines.Load("bench.yaml", []byte(y))
-		if err != nil {
-			t.Fatal(err)
+	if v := os.Getenv("WARPFLOW_GPU_BENCH_ROWS"); v != "" {
+		keep := strings.Split(v, ",")
+		rows = slices.DeleteFunc(rows, func(r benchRow) bool { return !slices.Contains(keep, r.Name) })
+	}
+	// The kernel stays open for the whole run: each engine's executor is
+	// one of its rings.
+	k, err := acquireKernel(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	defer func() {
+		if held {
+			releaseKernel(k)
 		}
-		fp, err := pipelines.GraphFilter(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		build := time.Since(tb)
-		// A classifier per rule set, its program loaded before the first
-		// Submit launches the kernel (see Classifier.Load).
-		c, err := Open(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if desc == "" {
-			desc = c.Describe()
-			t.Logf("device: %s; host: %d CPUs, GOMAXPROCS %d", desc, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-		}
-		prog, err := c.Load(fp.Blob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := rings.NewArenaOn(c.Arena(), rings.ArenaOptions{Frames: len(c.Arena()) / o.FrameSize, FrameSize: o.FrameSize, Headroom: 256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		descs := benchFrames(a, a.Frames(), srcs, rnd)
-		note := fmt.Sprintf("compile %.2fs, blob %.1f MiB", build.Seconds(), float64(8*len(fp.Blob.Words))/(1<<20))
-
-		if latencyOnly {
-			latBlob, latSrcs = fp.Blob, srcs
-			c.Close()
+	}()
+	desc := k.Describe()
+	t.Logf("device: %s; host: %d CPUs, GOMAXPROCS %d", desc, cpus, runtime.GOMAXPROCS(0))
+	graphs := map[[2]int]*pipelines.Graph{}
+	for _, r := range rows {
+		key := [2]int{r.Rules, r.Batch}
+		if graphs[key] != nil {
 			continue
 		}
-		cm, cc := benchCPU(g, a, descs, runtime.NumCPU(), d)
-		results = append(results, benchResult{Backend: "cpu", Rules: n, Batch: 256, Mpps: cm, HostCores: cc, Note: fmt.Sprintf("%d workers; %s", runtime.NumCPU(), note)})
-		t.Logf("%d rules: CPU %.1f Mpps on %.2f cores", n, cm, cc)
-		for _, batch := range []int{1024, maxBatch} {
-			gm, gc, mis := benchGPU(t, c, prog, descs, batch, d)
-			if mis != 0 {
-				t.Errorf("%d rules batch %d: %d verdict mismatches against the CPU lookup", n, batch, mis)
-			}
-			results = append(results, benchResult{Backend: "cuda", Rules: n, Batch: batch, Mpps: gm, HostCores: gc, Note: fmt.Sprintf("%d mismatches in 2 checked laps", mis)})
-			t.Logf("%d rules, batch %d: %.1f Mpps on %.2f host cores", n, batch, gm, gc)
-		}
-		if err := c.Close(); err != nil {
+		t0 := time.Now()
+		g, err := pipelines.Load("shape.yaml", []byte(shapeYAML(r.Rules, r.Batch)))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 10000 || emulate {
-			latBlob, latSrcs = fp.Blob, srcs
+		graphs[key] = g
+		t.Logf("%d rules, batch %d: compiled in %.2fs", r.Rules, r.Batch, time.Since(t0).Seconds())
+	}
+	mk := NewExecutor(ExecutorOptions{Kernel: o})
+	var arenas arenaPool
+	// Every arena the rows use, registered with the kernel before it is
+	// launched (at the first submit): registering hundreds of MiB while a
+	// persistent kernel runs is what this run does not try.
+	for _, r := range rows {
+		for e := range r.Engines {
+			arenas.get(t, e, benchFrames(r.Batch))
+		}
+		if r.Backend == "kernel" {
+			arenas.get(t, 99, 1<<16)
 		}
 	}
-	// Latency on a classifier of its own: one block, spinning, one slot in
-	// flight.
-	lo := o
-	lo.Blocks, lo.Slots, lo.PollNs = 1, 2, 0
-	lo.ArenaBytes = 1 << 14 * 2048
-	lc, err := Open(lo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	la, err := rings.NewArenaOn(lc.Arena(), rings.ArenaOptions{Frames: len(lc.Arena()) / lo.FrameSize, FrameSize: lo.FrameSize, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ldescs := benchFrames(la, la.Frames(), latSrcs, rnd)
-	lprog, err := lc.Load(latBlob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, batch := range []int{1, 32, 256, maxBatch} {
-		iters := 20000
-		if batch == maxBatch {
-			iters = 2000
+	for _, a := range arenas.m {
+		at, err := k.attach(a.Mem(), a.FrameSize())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if emulate {
-			iters = 100
-		}
-		med, p99 := benchLatency(t, lc, lprog, ldescs, batch, iters)
-		results = append(results, benchResult{Backend: "cuda-latency", Rules: latBlob.Rules, Batch: batch, MedianUs: med, P99Us: p99, Note: "one slot in flight, one block"})
+		at.detach()
 	}
+	runs := make([][]benchRun, len(rows))
+	for rep := range repeats { // round-robin over the rows
+		for i, r := range rows {
+			if r.Backend == "kernel" {
+				run := benchKernel(t, k, graphs[[2]int{r.Rules, r.Batch}], r.Batch, &arenas, time.Second/2)
+				runs[i] = append(runs[i], run)
+				t.Logf("repeat %d %-20s %7.1f Mpps on %5.2f host cores (%d packets)", rep, r.Name, run.Mpps, run.HostCores, run.Packets)
+				continue
+			}
+			var m func(dataplane.ExecutorConfig) (workers.Executor, error)
+			if r.Backend == "cuda" {
+				m = mk
+			}
+			run := benchEngines(t, graphs[[2]int{r.Rules, r.Batch}], r, packets, &arenas, m)
+			runs[i] = append(runs[i], run)
+			t.Logf("repeat %d %-20s %7.1f Mpps on %5.2f host cores (%d packets, %d handed back, %.1f slots in flight, %.2fs)", rep, r.Name, run.Mpps, run.HostCores, run.Packets, run.Fallbacks, run.InFlight, run.Seconds)
+		}
+	}
+	// The latency on a kernel of its own, once the shared one is gone (two
+	// persistent kernels would compete for the multiprocessors).
+	held = false
+	if err := releaseKernel(k); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel: %+v", k.Stats())
+	lat50, lat99 := 0.0, 0.0
+	if !emulate {
+		lat50, lat99 = benchLatency(t, o, graphs[[2]int{rows[0].Rules, rows[0].Batch}], 20000)
+	}
+	type summary struct {
+		benchRow
+		Median, Min, Max float64
+		Cores            float64
+		Runs             []benchRun `json:"runs"`
+	}
+	var sums []summary
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-13s %7s %6s %9s %10s %10s %9s  %s\n", "backend", "rules", "batch", "Mpps", "host cores", "median us", "p99 us", "note")
-	for _, r := range results {
-		fmt.Fprintf(&sb, "%-13s %7d %6d %9.1f %10.2f %10.2f %9.2f  %s\n", r.Backend, r.Rules, r.Batch, r.Mpps, r.HostCores, r.MedianUs, r.P99Us, r.Note)
+	fmt.Fprintf(&sb, "%-20s %7s %6s %7s %7s %22s %10s\n", "row", "rules", "batch", "engines", "workers", "Mpps median (range)", "host cores")
+	for i, r := range rows {
+		m := slices.Clone(runs[i])
+		slices.SortFunc(m, func(a, b benchRun) int { return int(1e6 * (a.Mpps - b.Mpps)) })
+		med := m[len(m)/2]
+		s := summary{benchRow: r, Median: med.Mpps, Min: m[0].Mpps, Max: m[len(m)-1].Mpps, Cores: med.HostCores, Runs: runs[i]}
+		sums = append(sums, s)
+		fmt.Fprintf(&sb, "%-20s %7d %6d %7d %7d %8.1f (%5.1f - %5.1f) %10.2f\n", r.Name, r.Rules, r.Batch, r.Engines, r.Workers, s.Median, s.Min, s.Max, s.Cores)
+	}
+	if !emulate {
+		fmt.Fprintf(&sb, "batch-1 round trip through the kernel (%d rules): p50 %.2f us, p99 %.2f us\n", rows[0].Rules, lat50, lat99)
 	}
 	t.Log("\n" + sb.String())
 	if dir := os.Getenv("WARPFLOW_BENCH_OUT"); dir != "" {
-		js, _ := json.MarshalIndent(map[string]any{"device": desc, "cpus": runtime.NumCPU(), "results": results}, "", "  ")
+		js, _ := json.MarshalIndent(map[string]any{
+			"device": desc, "cpus": cpus, "packets_per_engine": packets, "repeats": repeats,
+			"rows": sums, "latency_p50_us": lat50, "latency_p99_us": lat99,
+		}, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "gpubench.json"), js, 0o644); err != nil {
 			t.Error(err)
 		}

@@ -12,12 +12,6 @@ import (
 //go:embed kernel.ptx
 var kernelPTX string
 
-// kernelArgs mirrors struct WfArgs in kernel.cu, field for field.
-type kernelArgs struct {
-	slots, arena, arenaLen, stop, frameMask uint64
-	nslots, stride, cap, pollNs             uint32
-}
-
 // device is one CUDA context on one locked OS thread. Every driver call
 // goes through do, which runs it on that thread: the driver binds a
 // context to a thread, and a goroutine that wandered to another thread
@@ -145,7 +139,7 @@ func (v *device) setup() error {
 	if err := d.check("cuModuleLoadData", d.cuModuleLoadData(&v.mod, &img[0])); err != nil {
 		return fail(err)
 	}
-	fname := []byte("wf_classify\x00")
+	fname := []byte("wf_kernel\x00")
 	if err := d.check("cuModuleGetFunction", d.cuModuleGetFunction(&v.fn, v.mod, &fname[0])); err != nil {
 		return fail(err)
 	}
@@ -272,6 +266,24 @@ func (v *device) hostRegister(mem []byte) (dptr uint64, err error) {
 	return dptr, err
 }
 
+// deviceWrite zeroes n bytes of device memory at dptr and copies src to
+// its start, through the copy stream (the persistent kernel keeps running
+// on its own).
+func (v *device) deviceWrite(dptr uint64, n int, src []byte) error {
+	return v.do(func() error {
+		d := v.d
+		if err := d.check("cuMemsetD8Async", d.cuMemsetD8Async(dptr, 0, uintptr(n), v.cstream)); err != nil {
+			return err
+		}
+		if err := d.check("cuMemcpyHtoDAsync", d.cuMemcpyHtoDAsync(dptr, unsafe.Pointer(&src[0]), uintptr(len(src)), v.cstream)); err != nil {
+			return err
+		}
+		err := d.check("cuStreamSynchronize", d.cuStreamSynchronize(v.cstream))
+		runtime.KeepAlive(src)
+		return err
+	})
+}
+
 // deviceAlloc returns n bytes of device memory, filled from src (zeroed
 // past it) through the copy stream.
 func (v *device) deviceAlloc(n int, src []byte) (dptr uint64, err error) {
@@ -388,6 +400,3 @@ func tracef(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "gpu trace: "+format+"\n", args...)
 	}
 }
-
-// kernelThreads is WF_THREADS in kernel.cu.
-const kernelThreads = 128

@@ -1,8 +1,46 @@
-// Package gpu is Warpflow's CUDA backend: a persistent kernel
-// (kernel.cu, its PTX committed as kernel.ptx and regenerated with
-// scripts/gen-ptx) that classifies packets with the pipeline's own
-// compiled filter classifier, serialised by pipelines.FilterBlob, reading
-// the frames where the input port put them.
+// Package gpu is Warpflow's CUDA backend: the worker pool on the GPU. A
+// persistent kernel (kernel.cu, its PTX committed as kernel.ptx and
+// regenerated with scripts/gen-ptx) runs the whole pipeline on each
+// packet where the input port put it, and hands back one verdict word per
+// packet; the host's I/O loop acts on the verdicts in receive order and
+// does nothing else per packet.
+//
+// # What the kernel runs
+//
+// pipelines.CompileDevice lays the compiled graph out for the device: every
+// node with its edge table and options, each filter's own classifier (the
+// FilterBlob the CPU classifier serialises to) and where each counter is.
+// The kernel walks it per packet from the entry node to a terminal: the
+// parse stage for the common case (Ethernet, up to two VLAN tags, IPv4
+// without options or fragmentation, IPv6 without extension headers,
+// lengths consistent; TCP, UDP, SCTP, ICMP, ICMPv6, IP in IP when tunnels
+// are off, or an undecoded protocol; every header in the window), the
+// filter, rewrite (MACs, VLAN push and pop, TTL and hop limit with the drop
+// at expiry, IPv4 SNAT and DNAT with incremental checksums), balance (the
+// same symmetric hash and edge), count (by the stage's keys), sample (it
+// marks candidates) and the terminals. A graph with a stage the device
+// cannot run (a parse stage that is not first, more than 64 nodes, more
+// than 4 samplers or 4 tag pushes) is refused at load with the stage
+// named, or runs on CPU workers with a one-line notice, as the user chose
+// (ExecutorOptions.Unsupported). A packet outside the parse stage's common
+// case, or cut by the capture, or any packet while a tap is set, is handed
+// back (its verdict word WF_FALLBACK) before anything is counted or
+// written, and the executor runs it through the pipeline's own runners on
+// CPU workers, in order.
+//
+// # One source
+//
+// The kernel's per-packet code (wf_window, wf_parse, the classifier, the
+// stages, wf_walk) is plain C++ that also builds for the host: host/shim.h
+// defines what it needs of CUDA and host/main.cc serves it over a pipe.
+// BuildHostKernel compiles it with g++ from the source embedded in this
+// package, and Options.Emulate runs it: the emulation plays the slot
+// protocol in Go and sends each slot's packets (with the frame bytes around
+// them) to that program, so CI runs kernel.cu's own code over every test
+// capture and compares outputs and counters with the CPU path
+// (TestEqualityEmulated; TestEqualityCUDA on a GPU). The constants and
+// layouts Go and CUDA share are generated into wf_layout.h from layout.go
+// and pipelines.DeviceConstants (TestLayoutHeader fails when it drifts).
 //
 // # No cgo
 //
@@ -11,88 +49,85 @@
 // and runs everything else; Available and Open then return an
 // ErrUnavailable error whose message is one line, "cuda backend
 // unavailable: <reason>". Every driver call runs on one goroutine locked
-// to its OS thread (runtime.LockOSThread), where the context is current;
-// the hot path makes no driver call at all.
+// to its OS thread; the hot path makes no driver call at all.
 //
 // # Memory
 //
-// The frame arena is pinned host memory mapped into the device: allocated
-// (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP) or, for the engine's
-// own arena or a UMEM, registered (cuMemHostRegister, DEVICEMAP). The
-// slots are one pinned ring; a slot is one flat record: a 48-byte head
-// (status word = lap<<2|state with the count above it, sequence number,
-// blob handle, a copy of descriptor 0), then the descriptors (rings.Desc,
-// 16 bytes each), then one uint32 result per packet (the rule index, the
-// rule count for the default, or Fallback). The blob and, right after it,
-// the per-rule counters (packets then bytes) live in device memory.
+// Frame memory (the engine's arena, a UMEM) is registered with the device
+// (cuMemHostRegister, device-mapped) and stays registered until the kernel
+// closes. The slot rings, the ring table and the counter buffer are pinned
+// host memory (cuMemHostAlloc, device-mapped); programs and their counters
+// live in device memory. While the kernel runs no driver call touches
+// device memory: a cuMemsetD8Async is a kernel of its own, which a
+// persistent kernel holding every multiprocessor never lets run (the first
+// H200 engine runs hung there). So programs loaded while it runs go to new
+// device memory that the kernel's poller fills from host memory, and
+// counters are copied by the poller into host memory on request
+// (Kernel.Counters); memory of unloaded programs is reused only when no
+// kernel runs.
 //
 // # Protocol
 //
-// Slots go free -> ready -> done -> free, in sequence order, with the lap
-// in the status word, as in workers/: the producer (Acquire, Submit)
-// fills a free slot's descriptors and publishes ready|count with one
-// atomic 64-bit store; kernel block b serves sequence numbers b, b+G,
-// b+2G, ... (G blocks; slot = seq mod Slots, lap = seq / Slots), so every
-// slot has one block; the block writes the results and stores done; the
-// consumer (Completed, Release) reads them and stores free. The GPU never
-// writes busy (a PCIe write saved; nothing reads it).
+// One kernel serves up to 32 slot rings, one per I/O loop (executor). A
+// slot is one flat record: an 80-byte head (status word, program, frame
+// memory, frame mask and flags, each chunk with its sequence number), the
+// kernel's summary (handed-back count, uniform verdict, bytes, candidate
+// list lengths), the descriptors (rings.Desc), one verdict word per packet,
+// a forced-fallback bitmap and one candidate list per sampler. The ring
+// table in host memory holds each ring's doorbell (the count of slots its
+// producer submitted) and the number of rings in use. The kernel's last
+// block, the poller, copies the table into device memory over and over;
+// the other blocks look there for a ring with a slot nobody took, claim it
+// with an atomic on the ring's claim counter (device memory), and the
+// winner reads the ring's doorbell in host memory once. (The first design
+// had every idle block read host memory; hundreds of blocks reading one
+// host address at once queued behind each other over PCIe: 0.5 Mpps.)
 //
 // Memory ordering. Host: plain stores of the slot's contents, then the
-// atomic store of the status word (sync/atomic: on x86 a locked
-// instruction, after the earlier stores in TSO order); the consumer's
-// atomic load of done precedes its plain reads of the results. GPU: warp
-// 0 polls the slot's 48-byte head (three lanes, one 16-byte relaxed
-// system-scope load each: one PCIe read), so the blob handle and
-// descriptor 0 arrive with the status word (their sequence tags say
-// whether they are this slot's; a stale blob handle is read again); on
-// ready, one acquire fence at system scope (fence.acq_rel.sys) before
-// reading descriptors and frames (ld.global.cv, 16 bytes a load: the host
-// rewrites them between laps; each packet's 128-byte header window is
-// loaded by 8 lanes at once, one PCIe read per packet); a block barrier
-// carries the acquire to every thread; after the results and a second
-// barrier, thread 0 stores done with st.release.sys, whose cumulativity
-// covers the whole block's result stores.
+// atomic store of the doorbell (on x86 a locked instruction, ordered after
+// them). GPU: the claiming lane reads the doorbell at system scope and
+// issues one acquire fence at system scope (fence.acq_rel.sys); a warp
+// barrier and the block barrier carry it to the lanes that read the head,
+// the descriptors and the frames (ld.global.cv: the host rewrites them
+// between laps). Each packet's window (up to 160 bytes, 16 in front of the
+// packet when the program pushes tags) is loaded into shared memory by
+// consecutive lanes, the walk runs on it, and the changed 16-byte chunks
+// are written back in place. Counters are added per block in shared memory
+// and flushed to the program's counters in device memory (a warp whose
+// packets all hit one large-table counter, a filter's default, adds it
+// once). After the barrier that follows the results, thread 0 stores done
+// with st.release.sys, whose cumulativity covers the verdicts, the
+// rewritten bytes and the flush. The consumer's atomic load of done
+// precedes its plain reads of the results.
 //
 // Every warp-wide intrinsic with the full mask runs on all 32 lanes: a
 // __ballot_sync under "if (lane == 0)" hung the first H200 runs
-// (BENCHMARKS.md, "GPU backend"), and the emulation cannot catch that.
-//
-// A persistent kernel needs all its blocks resident at once (a block held
-// back waits for one that never exits), so Open caps Options.Blocks at
-// the occupancy the driver reports.
-//
-// # Fallback
-//
-// The kernel's parser takes the common case (Ethernet, up to two VLAN
-// tags, IPv4 without options or fragmentation, IPv6 without extension
-// headers, lengths consistent; TCP, UDP, ICMP, ICMPv6 or an undecoded
-// protocol). Every other packet gets Fallback and the host classifies it
-// on the CPU path (pipelines.FilterKeyOfPacket and FilterBlob.Lookup, the
-// same blob), so classes and verdicts are the CPU's. parse.go is the
-// parser's Go twin; TestParseCommonAgrees holds it to the parse stage.
+// (BENCHMARKS.md, "GPU backend"), and the emulation cannot catch that. A
+// persistent kernel needs all its blocks resident at once, so Open caps
+// Options.Blocks (and the poller) at the occupancy the driver reports.
 //
 // # Executor
 //
 // NewExecutor plugs the backend into the engine (dataplane.Options.
-// NewExecutor, warpctl replay --backend cuda, settings.backend: cuda):
-// the kernel classifies, then the pipeline's CPU runner finishes the batch
-// with the kernel's rule per packet handed to the filter stage
-// (pipelines.SetFilterHints), so every verdict and counter is the CPU
-// path's by construction.
-//
-// # Emulation
-//
-// Options.Emulate plays the kernel in Go (emu.go) over the same slot
-// records, with the same sequence arithmetic, parser and blob walk, so
-// the host side of the protocol runs in CI, where there is no GPU.
+// NewExecutor, warpctl replay --backend cuda, settings.backend: cuda). Its
+// batches' descriptors are views of the slots' own memory, so the input
+// port receives straight into pinned memory and nothing is copied at
+// submit; the packets' metadata is never written (the executor is a
+// workers.MetaSettler that settles it only for the packets it hands to the
+// CPU). Completed returns batches in order with their verdicts as words
+// (workers.VerdictExecutor) and, when every packet got one verdict, the
+// batch's Outcome, so the engine transmits the whole batch without a pass
+// over it. The device's counters are added to a runner no worker uses
+// (pipelines.Runner.AddDeviceCounts) at least every 100 ms under load,
+// soon after the ring empties, and at Close, so stats, the report and the
+// live counters are the CPU path's. Several executors (engines) share the
+// process's kernel, one ring each.
 //
 // # Status
 //
-// On the H200 test machine the equality, executor and swap tests pass on
-// the GPU, and TestGPUBench measures 357 - 424 Mpps classified from one
-// host core at 1 000 - 100 000 rules, against 26 - 87 Mpps for CPU
-// workers on 16 cores; the slot handshake is 12 us at batch 1, above the
-// issue's 5 us (BENCHMARKS.md, "GPU backend", says where it goes).
+// On the H200 test machine the probe, the equality tests (81 captures
+// through four pipelines, 0 mismatches) and the end-to-end benchmark pass;
+// BENCHMARKS.md, "GPU backend", has the figures and what they do not say.
 // WARPFLOW_GPU_TRACE=1 logs setup, allocations, the launch and the stop;
 // WARPFLOW_PTX loads a freshly built PTX instead of the embedded one.
 package gpu

@@ -7,147 +7,144 @@ import (
 	"github.com/warpflow/warpflow/rings"
 )
 
-// Slot states, the low two bits of the status word (workers/ uses the same
-// lap<<2 | state scheme). The GPU writes only done; busy is never stored,
-// to save a PCIe write per batch.
-const (
-	stFree  uint32 = 0
-	stReady uint32 = 1
-	stDone  uint32 = 3
-	stMask  uint32 = 3
-)
-
-// Fallback is the result of a packet the kernel did not classify (outside
-// its parser's common case): the host classifies it on the CPU path.
-const Fallback = ^uint32(0)
-
-// slotHead is struct SlotHead in kernel.cu: the first 48 bytes of a slot,
-// three 16-byte chunks the kernel polls with one load each.
-type slotHead struct {
-	word  atomic.Uint64 // status (low 32 bits) | count<<32; stored last
-	seq   uint64
-	blob  uint64 // blob handle (device pointer; its counters follow it)
-	seq2  uint64 // tags the blob chunk
-	addr0 uint64 // copy of descriptor 0, saving the kernel a round trip
-	len0  uint64 // its length | uint32(seq)<<32 (the tag)
-}
-
-const slotHeadSize = 48
-
-// slotStride is the bytes of one slot of capacity n: the head, n
-// descriptors, n results, rounded up to 128 bytes so no two slots share a
-// cache line or a PCIe read.
-func slotStride(n int) int {
-	s := slotHeadSize + 16*n + 4*n
-	return (s + 127) &^ 127
-}
-
-// Slot is one flat record in pinned memory: the GPU reads its head and
-// descriptors in one pass and writes its results. Descs and Results are
-// views of that memory: valid between Acquire and Submit (producer) and
-// between Completed and Release (consumer).
-type Slot struct {
-	head    *slotHead
-	Descs   []rings.Desc // capacity Cap; the producer fills Descs[:n]
-	Results []uint32     // rule index per packet, or Fallback
-	seq     uint64
-	count   int
-}
-
-// Seq returns the slot's sequence number.
-func (s *Slot) Seq() uint64 { return s.seq }
-
-// Count returns the number of packets submitted in the slot.
-func (s *Slot) Count() int { return s.count }
-
-// ring is the host side of the slot protocol. One producer goroutine calls
+// ring is the host side of one slot ring: one producer goroutine calls
 // acquire/submit, one consumer goroutine (possibly the same) calls
-// completed/release; each keeps its own sequence number, and the status
-// word is the only shared state:
+// completed/release; each keeps its own sequence number. Shared with the
+// kernel are the slots' status words and the ring's doorbell:
 //
-//	state  written by        store publishes
-//	free   consumer release  host no longer reads the slot's results
-//	ready  producer submit   descriptors, count, blob and counter handles
-//	done   GPU (st.release)  the results of every packet
+//	what          written by              store publishes
+//	status free   consumer release        the host no longer reads the slot
+//	status ready  producer submit         (informative: the doorbell publishes)
+//	doorbell      producer submit         the slot's head and descriptors
+//	status done   kernel (st.release.sys) the verdicts, the rewritten bytes, the counters
 //
-// Host stores and loads are sync/atomic (sequentially consistent; on x86
-// the ready store is a locked instruction ordered after the descriptor
-// stores). The kernel's side is documented in kernel.cu.
+// Host stores and loads are sync/atomic (on x86 the doorbell store is a
+// locked instruction, ordered after the slot's plain stores). The kernel's
+// side is documented in kernel.cu. A ring outlives its executors: the
+// kernel's claim counter follows the sequence numbers, so the next
+// executor attached to it goes on from them.
 type ring struct {
-	mem    []byte
-	slots  []Slot
-	n      uint64
-	stride int
-	cap    int
+	idx      int
+	mem      []byte
+	lay      slotLayout
+	n        uint64
+	doorbell *atomic.Uint32
 
-	pseq      uint64 // producer's
-	acquired  bool
-	submitted atomic.Uint64 // pseq as published by submit, for the consumer
-	cseq      uint64        // consumer's
-	holding   bool
-	released  atomic.Uint64 // cseq as published by release
+	// The producer's.
+	pseq     uint64
+	acquired bool
+	// The consumer's.
+	cseq    uint64
+	holding bool
+	// pseq as submit published it, cseq as release did: for InFlight
+	// from any goroutine.
+	submitted, released atomic.Uint64
 }
 
-func newRing(mem []byte, n, capacity int) *ring {
-	r := &ring{mem: mem, slots: make([]Slot, n), n: uint64(n), stride: slotStride(capacity), cap: capacity}
-	for i := range r.slots {
-		base := unsafe.Pointer(&mem[i*r.stride])
-		r.slots[i] = Slot{
-			head:    (*slotHead)(base),
-			Descs:   unsafe.Slice((*rings.Desc)(unsafe.Add(base, slotHeadSize)), capacity),
-			Results: unsafe.Slice((*uint32)(unsafe.Add(base, slotHeadSize+16*capacity)), capacity),
-		}
-	}
-	return r
+func newRing(idx int, mem []byte, n int, lay slotLayout, doorbell *atomic.Uint32) *ring {
+	return &ring{idx: idx, mem: mem, lay: lay, n: uint64(n), doorbell: doorbell}
+}
+
+func (r *ring) base(seq uint64) unsafe.Pointer {
+	return unsafe.Pointer(&r.mem[int(seq%r.n)*r.lay.stride])
 }
 
 func (r *ring) lap(seq uint64) uint32 { return uint32(seq / r.n) }
 
-func (s *Slot) status() uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(s.head)).Load() // low half (little endian)
+func (r *ring) word(seq uint64) *atomic.Uint64 { return (*atomic.Uint64)(r.base(seq)) }
+
+func (r *ring) status(seq uint64) uint32 {
+	return (*atomic.Uint32)(r.base(seq)).Load() // the low half (little endian)
 }
 
-// acquire returns the next slot if it is free.
-func (r *ring) acquire() (*Slot, bool) {
-	s := &r.slots[r.pseq%r.n]
-	if !r.acquired && s.status()&stMask != stFree {
-		return nil, false
+func (r *ring) u32(seq uint64, off int) *uint32 { return (*uint32)(unsafe.Add(r.base(seq), off)) }
+func (r *ring) u64(seq uint64, off int) *uint64 { return (*uint64)(unsafe.Add(r.base(seq), off)) }
+
+// descs returns slot seq's descriptor array (capacity cap): the batch the
+// producer fills is a view of it, so nothing is copied at submit.
+func (r *ring) descs(seq uint64) []rings.Desc {
+	return unsafe.Slice((*rings.Desc)(unsafe.Add(r.base(seq), r.lay.descs)), r.lay.cap)
+}
+
+func (r *ring) verdicts(seq uint64) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Add(r.base(seq), r.lay.verdicts)), r.lay.cap)
+}
+
+func (r *ring) forced(seq uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(r.base(seq), r.lay.forced)), (r.lay.cap+7)/8)
+}
+
+// samples returns sampler k's candidate list of slot seq (capacity cap).
+func (r *ring) samples(seq uint64, k int) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Add(r.base(seq), r.lay.samples+2*k*r.lay.cap)), r.lay.cap)
+}
+
+// slotOut is what the kernel wrote of a done slot beside the verdicts.
+type slotOut struct {
+	fallbacks uint32
+	uniform   bool
+	word      uint32
+	bytes     uint64
+	sampleN   [maxSamplers]uint16
+}
+
+func (r *ring) out(seq uint64) slotOut {
+	o := slotOut{
+		fallbacks: *r.u32(seq, soFallbacks),
+		uniform:   *r.u32(seq, soUniform) != 0,
+		word:      *r.u32(seq, soWord),
+		bytes:     *r.u64(seq, soBytes),
+	}
+	o.sampleN = *(*[maxSamplers]uint16)(unsafe.Add(r.base(seq), soSampleN))
+	return o
+}
+
+// acquire returns the next slot's sequence number if the slot is free.
+func (r *ring) acquire() (uint64, bool) {
+	if !r.acquired && r.status(r.pseq)&stMask != stFree {
+		return 0, false
 	}
 	r.acquired = true
-	s.seq = r.pseq
-	return s, true
+	return r.pseq, true
 }
 
-// submit publishes the acquired slot with count packets, classified with
-// the given blob.
-func (r *ring) submit(count int, blob uint64) {
+// submit publishes the acquired slot: count packets, to run program prog
+// (a device address) over frame memory at arena (len arenaLen, frames of
+// mask+1 bytes), with the slot flags.
+func (r *ring) submit(count int, prog, arena, arenaLen, mask uint64, flags uint32) {
 	if !r.acquired {
 		panic("gpu: submit without acquire")
 	}
-	s := &r.slots[r.pseq%r.n]
-	s.count = count
-	h := s.head
-	h.seq, h.blob, h.seq2 = r.pseq, blob, r.pseq
-	if count > 0 {
-		h.addr0, h.len0 = s.Descs[0].Addr, uint64(s.Descs[0].Len)|uint64(uint32(r.pseq))<<32
-	}
-	h.word.Store(uint64(count)<<32 | uint64(r.lap(r.pseq)<<2|stReady))
+	seq := r.pseq
+	*r.u64(seq, shSeq) = seq
+	*r.u64(seq, shProg) = prog
+	*r.u64(seq, shProg+8) = seq
+	*r.u64(seq, shArena) = arena
+	*r.u64(seq, shArena+8) = seq
+	*r.u64(seq, shArenaLen) = arenaLen
+	*r.u64(seq, shArenaLen+8) = seq
+	*r.u64(seq, shMaskFlags) = mask | uint64(flags)<<32
+	*r.u64(seq, shMaskFlags+8) = seq
+	r.word(seq).Store(uint64(count)<<32 | uint64(r.lap(seq)<<2|stReady))
 	r.acquired = false
 	r.pseq++
+	r.doorbell.Store(uint32(r.pseq)) // the doorbell: the kernel may take it from here
 	r.submitted.Store(r.pseq)
 }
 
-// completed returns the oldest submitted slot once the GPU is done with it.
-func (r *ring) completed() (*Slot, bool) {
+// done reports whether the kernel finished slot seq.
+func (r *ring) done(seq uint64) bool { return r.status(seq) == r.lap(seq)<<2|stDone }
+
+// completed returns the oldest submitted slot once the kernel is done with it.
+func (r *ring) completed() (uint64, bool) {
 	if r.cseq == r.submitted.Load() {
-		return nil, false
+		return 0, false
 	}
-	s := &r.slots[r.cseq%r.n]
-	if !r.holding && s.status() != r.lap(r.cseq)<<2|stDone {
-		return nil, false
+	if !r.holding && !r.done(r.cseq) {
+		return 0, false
 	}
 	r.holding = true
-	return s, true
+	return r.cseq, true
 }
 
 // release frees the slot from completed.
@@ -155,8 +152,7 @@ func (r *ring) release() {
 	if !r.holding {
 		panic("gpu: release without completed")
 	}
-	s := &r.slots[r.cseq%r.n]
-	s.head.word.Store(uint64(r.lap(r.cseq) << 2))
+	r.word(r.cseq).Store(uint64(r.lap(r.cseq) << 2))
 	r.holding = false
 	r.cseq++
 	r.released.Store(r.cseq)
@@ -168,7 +164,7 @@ func (r *ring) inFlight() int { return int(r.submitted.Load() - r.released.Load(
 // allDone reports whether the kernel has finished every submitted slot.
 func (r *ring) allDone() bool {
 	for seq := r.released.Load(); seq < r.submitted.Load(); seq++ {
-		if r.slots[seq%r.n].status() != r.lap(seq)<<2|stDone {
+		if !r.done(seq) {
 			return false
 		}
 	}

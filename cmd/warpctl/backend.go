@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/gpu"
@@ -14,7 +15,10 @@ import (
 // CPU backend is the engine's default (nil). Asking for cuda where it
 // cannot run returns gpu.ErrUnavailable's one line, "cuda backend
 // unavailable: <reason>".
-func executorFor(flag string, g *pipelines.Graph) (func(dataplane.ExecutorConfig) (workers.Executor, error), error) {
+//
+// unsupported is what the cuda backend does with a pipeline the device
+// cannot run whole: refuse, or cpu (its one-line notice goes to notices).
+func executorFor(flag, unsupported string, g *pipelines.Graph, notices io.Writer) (func(dataplane.ExecutorConfig) (workers.Executor, error), error) {
 	b := flag
 	if b == "" {
 		b = g.Settings().Backend
@@ -26,7 +30,14 @@ func executorFor(flag string, g *pipelines.Graph) (func(dataplane.ExecutorConfig
 		if err := gpu.Available(); err != nil {
 			return nil, err
 		}
-		return gpu.NewExecutor(gpu.ExecutorOptions{}), nil
+		if unsupported != gpu.UnsupportedRefuse && unsupported != gpu.UnsupportedCPU {
+			return nil, fmt.Errorf("--cuda-unsupported %q: want %s or %s", unsupported, gpu.UnsupportedRefuse, gpu.UnsupportedCPU)
+		}
+		return gpu.NewExecutor(gpu.ExecutorOptions{
+			Kernel:      gpu.DefaultOptions(),
+			Unsupported: unsupported,
+			Notice:      func(s string) { fmt.Fprintln(notices, s) },
+		}), nil
 	}
 	return nil, fmt.Errorf("--backend %q: want cpu or cuda", flag)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/warpflow/warpflow/gpu"
@@ -16,10 +17,10 @@ func TestExecutorFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ex, err := executorFor("cpu", g); ex != nil || err != nil {
+	if ex, err := executorFor("cpu", "refuse", g, io.Discard); ex != nil || err != nil {
 		t.Errorf("cpu: %v, %v; want the default", ex != nil, err)
 	}
-	ex, err := executorFor("", g) // the pipeline says cuda
+	ex, err := executorFor("", "refuse", g, io.Discard) // the pipeline says cuda
 	if gerr := gpu.Available(); gerr != nil {
 		if !errors.Is(err, gpu.ErrUnavailable) {
 			t.Errorf("cuda without a GPU: %v, want ErrUnavailable", err)
@@ -27,7 +28,7 @@ func TestExecutorFor(t *testing.T) {
 	} else if ex == nil || err != nil {
 		t.Errorf("cuda with a GPU: %v, %v", ex != nil, err)
 	}
-	if _, err := executorFor("tpu", g); err == nil {
+	if _, err := executorFor("tpu", "refuse", g, io.Discard); err == nil {
 		t.Error("tpu accepted")
 	}
 }

@@ -44,6 +44,7 @@ type replayFlags struct {
 	noTiming  bool
 	track     bool
 	backend   string
+	cudaUnsup string
 	maxOutput string
 }
 
@@ -104,6 +105,7 @@ then the error (or "interrupted") is printed and the exit code says which.
 	fl.BoolVar(&f.noTiming, "no-timing", false, "do not measure per-stage time")
 	fl.BoolVar(&f.track, "track-frames", false, "debug mode: track every frame's owner and audit the arena after the run")
 	fl.StringVar(&f.backend, "backend", "", "cpu or cuda (default: the pipeline's settings.backend, else cpu)")
+	fl.StringVar(&f.cudaUnsup, "cuda-unsupported", "refuse", "with cuda, a pipeline the device cannot run whole: refuse (stop, naming the stage) or cpu (run it on CPU workers, saying so)")
 	fl.StringVar(&f.maxOutput, "max-output", "auto", "with --out: stop once the output captures together would pass this size (bytes, or 500M, 4G, 2GiB; 0: no limit). auto: 16 times the capture's size on disk (times --loops), at least 4 GiB; 64 GiB for a pipe")
 	return cmd
 }
@@ -316,7 +318,7 @@ func replayOne(ctx context.Context, f replayFlags, g *pipelines.Graph, in replay
 	cfg.Engine.BatchSize = f.batch
 	cfg.Engine.Timing = !f.noTiming
 	cfg.Engine.TrackFrames = f.track
-	exec, err := executorFor(f.backend, g)
+	exec, err := executorFor(f.backend, f.cudaUnsup, g, stderr)
 	if err != nil {
 		cr.Error = err.Error()
 		fmt.Fprintln(stderr, cr.Error)

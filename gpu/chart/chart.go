@@ -3,184 +3,103 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"image/color"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/warpflow/warpflow/internal/chartutil"
 )
 
-// Result is one row of a TestGPUBench run (its benchResult).
-type Result struct {
-	Backend   string  `json:"backend"`
-	Rules     int     `json:"rules"`
-	Batch     int     `json:"batch"`
+// Run is one measurement of a row (the benchmark's benchRun).
+type Run struct {
 	Mpps      float64 `json:"mpps"`
 	HostCores float64 `json:"host_cores"`
-	MedianUs  float64 `json:"median_us"`
-	P99Us     float64 `json:"p99_us"`
 }
 
-// File is docs/gpu-bench.json: repeated runs of the benchmark.
+// Row is one configuration with its summary (the benchmark's summary).
+type Row struct {
+	Name    string  `json:"name"`
+	Backend string  `json:"backend"` // cpu, cuda, kernel
+	Rules   int     `json:"rules"`
+	Batch   int     `json:"batch"`
+	Engines int     `json:"engines"`
+	Workers int     `json:"workers"`
+	Median  float64 `json:"Median"`
+	Min     float64 `json:"Min"`
+	Max     float64 `json:"Max"`
+	Cores   float64 `json:"Cores"`
+	Runs    []Run   `json:"runs"`
+}
+
+// File is docs/gpu-bench.json: one TestGPUBench run.
 type File struct {
-	Device string     `json:"device"`
-	Runs   [][]Result `json:"runs"`
+	Device  string  `json:"device"`
+	Repeats int     `json:"repeats"`
+	Rows    []Row   `json:"rows"`
+	P50     float64 `json:"latency_p50_us"`
+	P99     float64 `json:"latency_p99_us"`
 }
 
-// stat is a row's median over the runs and their range.
-type stat struct {
-	backend          string
-	rules, batch     int
-	med, lo, hi, p99 float64
-	cores            float64
-}
-
-func stats(f File, latency bool) []stat {
-	type key struct {
-		b    string
-		r, n int
-	}
-	var order []key
-	vals := map[key][]Result{}
-	for _, run := range f.Runs {
-		for _, r := range run {
-			if (r.Backend == "cuda-latency") != latency {
-				continue
-			}
-			k := key{r.Backend, r.Rules, r.Batch}
-			if _, ok := vals[k]; !ok {
-				order = append(order, k)
-			}
-			vals[k] = append(vals[k], r)
-		}
-	}
-	var out []stat
-	for _, k := range order {
-		rs := vals[k]
-		v := func(r Result) float64 {
-			if latency {
-				return r.MedianUs
-			}
-			return r.Mpps
-		}
-		slices.SortFunc(rs, func(a, b Result) int {
-			if v(a) < v(b) {
-				return -1
-			}
-			if v(a) > v(b) {
-				return 1
-			}
-			return 0
-		})
-		m := rs[len(rs)/2]
-		out = append(out, stat{backend: k.b, rules: k.r, batch: k.n, med: v(m), lo: v(rs[0]), hi: v(rs[len(rs)-1]), p99: m.P99Us, cores: m.HostCores})
-	}
-	return out
-}
-
-// Throughput draws every throughput row as a horizontal bar at its median
-// Mpps with the runs' range as a whisker; red marks: 100 Mpps for the
-// CUDA rows at 10 000 rules, the CPU workers' median for those at 100 000.
+// Throughput draws every row as a horizontal bar at its median Mpps with
+// the repeats' range as a whisker; red marks the targets: 100 Mpps for the
+// CUDA rows at 10 000 rules, three times the 16 CPU workers' median for
+// those at 100 000.
 func Throughput(f File, path string) error {
-	st := stats(f, false)
-	if len(st) == 0 {
-		return errors.New("no throughput rows")
+	if len(f.Rows) == 0 {
+		return errors.New("no rows")
 	}
 	cpu := map[int]float64{}
-	for _, s := range st {
-		if s.backend == "cpu" {
-			cpu[s.rules] = s.med
+	for _, r := range f.Rows {
+		if r.Backend == "cpu" {
+			cpu[r.Rules] = r.Median
 		}
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Classify 64-byte TCP/UDP frames: bar = median of %d runs, whisker = min..max, red = issue 9 target", len(f.Runs))
-	p.X.Label.Text = "Mpps (blue: CUDA backend, one host goroutine; grey: CPU workers on every core)"
-	n := len(st)
-	cuda, cpuv := make(plotter.Values, n), make(plotter.Values, n)
+	p.Title.Text = fmt.Sprintf("End to end, 64-byte frames, bench shape + balance: bar = median of %d repeats, whisker = min..max, red = target", f.Repeats)
+	p.X.Label.Text = "Mpps (blue: CUDA backend through the engine; green: the kernel alone; grey: 16 CPU workers)"
+	n := len(f.Rows)
+	cuda, cpuv, kern := make(plotter.Values, n), make(plotter.Values, n), make(plotter.Values, n)
 	names := make([]string, n)
 	var eb chartutil.Ranges
 	var targets plotter.XYs
 	maxX := 0.0
-	for i, s := range st {
+	for i, r := range f.Rows {
 		y := n - 1 - i
-		if s.backend == "cpu" {
-			cpuv[y] = s.med
-			names[y] = fmt.Sprintf("%d rules, CPU, %.1f cores", s.rules, s.cores)
-		} else {
-			cuda[y] = s.med
-			names[y] = fmt.Sprintf("%d rules, CUDA batch %d, %.1f cores", s.rules, s.batch, s.cores)
-			switch s.rules {
+		switch r.Backend {
+		case "cpu":
+			cpuv[y] = r.Median
+			names[y] = fmt.Sprintf("%dk rules, CPU %d workers, %.1f cores", r.Rules/1000, r.Workers, r.Cores)
+		case "kernel":
+			kern[y] = r.Median
+			names[y] = fmt.Sprintf("%dk rules, kernel alone, batch %d, %.1f cores", r.Rules/1000, r.Batch, r.Cores)
+		default:
+			cuda[y] = r.Median
+			names[y] = fmt.Sprintf("%dk rules, CUDA %d I/O loops, batch %d, %.1f cores", r.Rules/1000, r.Engines, r.Batch, r.Cores)
+			switch r.Rules {
 			case 10000:
 				targets = append(targets, plotter.XY{X: 100, Y: float64(y)})
 			case 100000:
-				targets = append(targets, plotter.XY{X: cpu[s.rules], Y: float64(y)})
+				targets = append(targets, plotter.XY{X: 3 * cpu[r.Rules], Y: float64(y)})
 			}
 		}
-		eb.Add(s.med, float64(y), s.lo, s.hi)
-		maxX = max(maxX, s.hi)
+		eb.Add(r.Median, float64(y), r.Min, r.Max)
+		maxX = max(maxX, r.Max, 3*cpu[r.Rules])
 	}
-	if err := chartutil.AddHBars(p, cpuv, vg.Points(12), chartutil.Grey); err != nil {
-		return err
-	}
-	if err := chartutil.AddHBars(p, cuda, vg.Points(12), chartutil.Blue); err != nil {
-		return err
+	for _, b := range []struct {
+		v plotter.Values
+		c color.Color
+	}{{cpuv, chartutil.Grey}, {cuda, chartutil.Blue}, {kern, color.RGBA{R: 60, G: 150, B: 80, A: 255}}} {
+		if err := chartutil.AddHBars(p, b.v, vg.Points(12), b.c); err != nil {
+			return err
+		}
 	}
 	if err := chartutil.AddRangesAndTargets(p, eb, targets); err != nil {
 		return err
 	}
 	p.NominalY(names...)
 	p.X.Min, p.X.Max = 0, maxX*1.1
-	return save(p, n, path)
-}
-
-// Latency draws the handshake latency per batch size: the median of the
-// runs' medians as a point, their range as a whisker, the p99 of the
-// median run as a cross, on a log scale; red: the 5 us target at batch 1.
-func Latency(f File, path string) error {
-	st := stats(f, true)
-	if len(st) == 0 {
-		return errors.New("no latency rows")
-	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Slot handshake, one slot in flight, %d rules: dot = median of %d runs' medians, whisker = min..max, x = p99, red = target", st[0].rules, len(f.Runs))
-	p.X.Label.Text = "microseconds from the ready store to the host seeing done (log scale)"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	n := len(st)
-	names := make([]string, n)
-	var eb chartutil.Ranges
-	var meds, p99s, targets plotter.XYs
-	maxX := 0.0
-	for i, s := range st {
-		y := float64(n - 1 - i)
-		names[n-1-i] = fmt.Sprintf("batch %d", s.batch)
-		meds = append(meds, plotter.XY{X: s.med, Y: y})
-		p99s = append(p99s, plotter.XY{X: s.p99, Y: y})
-		eb.Add(s.med, y, s.lo, s.hi)
-		maxX = max(maxX, s.p99, s.hi)
-		if s.batch == 1 {
-			targets = append(targets, plotter.XY{X: 5, Y: y})
-		}
-	}
-	for _, g := range []struct {
-		xy    plotter.XYs
-		shape draw.GlyphDrawer
-	}{{meds, draw.CircleGlyph{}}, {p99s, draw.CrossGlyph{}}} {
-		s, err := plotter.NewScatter(g.xy)
-		if err != nil {
-			return fmt.Errorf("chart: %w", err)
-		}
-		s.GlyphStyle.Shape, s.GlyphStyle.Color, s.GlyphStyle.Radius = g.shape, chartutil.Blue, vg.Points(4)
-		p.Add(s)
-	}
-	if err := chartutil.AddRangesAndTargets(p, eb, targets); err != nil {
-		return err
-	}
-	p.NominalY(names...)
-	p.X.Min, p.X.Max = 2, maxX*1.5
 	return save(p, n, path)
 }
 

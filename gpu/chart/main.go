@@ -8,17 +8,16 @@ import (
 )
 
 func main() {
-	in := flag.String("in", "docs/gpu-bench.json", "benchmark runs")
+	in := flag.String("in", "docs/gpu-bench.json", "a TestGPUBench run (WARPFLOW_BENCH_OUT's gpubench.json)")
 	out := flag.String("out", "docs/gpu-bench.png", "throughput chart (.png or .svg)")
-	lat := flag.String("latency", "docs/gpu-latency.png", "latency chart (.png or .svg)")
 	flag.Parse()
-	if err := run(*in, *out, *lat); err != nil {
+	if err := run(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "chart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, out, lat string) error {
+func run(in, out string) error {
 	data, err := os.ReadFile(in)
 	if err != nil {
 		return err
@@ -27,8 +26,5 @@ func run(in, out, lat string) error {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	if err := Throughput(f, out); err != nil {
-		return err
-	}
-	return Latency(f, lat)
+	return Throughput(f, out)
 }

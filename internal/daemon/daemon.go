@@ -234,6 +234,9 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	eo.Workers = cfg.WorkersPerQueue
 	eo.Timing = cfg.Timing
 	eo.TrackFrames = cfg.TrackFrames
+	if eo.NewExecutor, err = executorFor(d.graph); err != nil {
+		return nil, err
+	}
 	qq.eng, err = dataplane.NewEngine(d.graph, q.Arena(), q.RX(), outs, eo)
 	if err != nil {
 		return nil, fmt.Errorf("engine for %s queue %d: %w", iface, qi, err)
