@@ -3,8 +3,6 @@ package xdp
 import (
 	"errors"
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotSupported is wrapped by every error that means "this kernel,
@@ -36,11 +34,3 @@ type busy struct{ err error }
 
 func (e busy) Error() string   { return e.err.Error() }
 func (e busy) Unwrap() []error { return []error{ErrBusy, e.err} }
-
-// permHint names the capabilities behind an EPERM or EACCES.
-func permHint(err error) string {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)"
-	}
-	return ""
-}

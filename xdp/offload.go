@@ -160,7 +160,10 @@ func lpmKey(slot uint32, p netip.Prefix) any {
 // frame sees the previous set or r, never a mix (the seqlock described in
 // xsk_redirect.c; a frame that sees a slot being written is steered to the
 // workers, which run the whole pipeline). r == nil or a set of no rules
-// leaves every frame to the workers. It returns r's generation (1, 2, ...),
+// leaves every frame to the workers. On a kernel without the helpers the
+// rules read frames with (before Linux 5.18) the program only steers and
+// a set of rules is refused with an error wrapping ErrNotSupported. It
+// returns r's generation (1, 2, ...),
 // the key of RuleCounters. On error the active set is unchanged.
 //
 // LoadRules is StageRules and Activate at once; a caller that must put the
@@ -223,6 +226,9 @@ func (p *Program) StageRules(r *OffloadRules) (*StagedRules, error) {
 	}
 	if err := r.check(); err != nil {
 		return nil, err
+	}
+	if p.rulesErr != nil && len(r.Actions) > 0 {
+		return 0, fmt.Errorf("load kernel rules on %s: %w", p.iface, p.rulesErr)
 	}
 	p.mu.Lock()
 	closed := p.closed

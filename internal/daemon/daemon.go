@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -488,11 +487,10 @@ func uniqueValues(m map[string]string) []string {
 // explain wraps a setup error with what failed and, for the errors a user
 // can fix, how.
 func explain(what string, err error) error {
+	var pe *xdp.PermissionError
 	switch {
-	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && strings.Contains(err.Error(), "CAP_NET_ADMIN"):
-		return fmt.Errorf("%s: %w", what, err) // xdp already named the capabilities
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("%s: %w: warpflowd needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (run it as root or through the systemd unit in cmd/warpflowd)", what, err)
+	case errors.As(err, &pe), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s: %w%s", what, err, capabilityHint(pe))
 	case errors.Is(err, syscall.EBUSY):
 		return fmt.Errorf("%s: %w: another process (another warpflowd?) holds this interface's XDP hook or queue; stop it or pick other queues", what, err)
 	case errors.Is(err, xdp.ErrNotSupported):
@@ -501,4 +499,31 @@ func explain(what string, err error) error {
 		return fmt.Errorf("%s: %w: no such interface or queue (check `ip link` and `ethtool -l`)", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// capabilityHint follows a refused operation's error, which names what
+// that operation lacked when xdp knew (pe): every other capability of the
+// daemon's that the process lacks, read now, so that one error lists all
+// that later steps would stop on too, and never one the process has.
+// Empty when it lacks none.
+func capabilityHint(pe *xdp.PermissionError) string {
+	all := xdp.DataplaneCapabilities()
+	missing, err := xdp.MissingCapabilities(all...)
+	if err != nil || len(missing) == 0 {
+		return ""
+	}
+	fix := "run warpflowd as root or through the systemd unit in cmd/warpflowd, which grants " + all.String()
+	var others xdp.CapSet
+	for _, c := range missing {
+		if pe == nil || !slices.Contains(pe.Missing, c) {
+			others = append(others, c)
+		}
+	}
+	switch {
+	case len(others) == 0:
+		return "; " + fix
+	case pe != nil && len(pe.Missing) > 0:
+		return fmt.Sprintf("; warpflowd also lacks %s, which later steps need: %s", others, fix)
+	}
+	return fmt.Sprintf("; warpflowd lacks %s: %s", others, fix)
 }

@@ -1,0 +1,94 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// withCaps runs f on an OS thread of its own whose effective, permitted
+// and inheritable capabilities are exactly caps, and returns f's result.
+// Capabilities are per thread in Linux and the bpf() syscall checks the
+// calling thread's, so this is how a root test loads a program as a
+// daemon holding only its unit's capabilities would. The thread is never
+// unlocked: the runtime ends it with the goroutine, so the reduced
+// credentials are never reused.
+func withCaps(caps []uintptr, f func() error) error {
+	res := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with us
+		var data [2]unix.CapUserData
+		for _, c := range caps {
+			data[c/32].Effective |= 1 << (c % 32)
+			data[c/32].Permitted |= 1 << (c % 32)
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			res <- fmt.Errorf("capset: %w", err)
+			return
+		}
+		var got [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &got[0]); err != nil || got != data {
+			res <- fmt.Errorf("capget after capset: %+v, %v; want %+v", got, err, data)
+			return
+		}
+		res <- f()
+	}()
+	return <-res
+}
+
+// TestProgramsLoadWithoutPerfmon: the XDP programs load with CAP_BPF and
+// CAP_NET_ADMIN and without CAP_PERFMON or CAP_SYS_ADMIN, the
+// capabilities the systemd unit gives. Without CAP_PERFMON the verifier
+// refuses what it calls pointer leaks, among them pointer - pointer (the
+// frame length as data_end - data): the program must work on pointer
+// comparisons and offsets only.
+func TestProgramsLoadWithoutPerfmon(t *testing.T) {
+	requireRoot(t)
+	specs := map[string]func() (*ebpf.CollectionSpec, error){
+		"xsk_redirect": loadXskRedirect,
+		"gen":          loadGen,
+	}
+	for name, load := range specs {
+		t.Run(name, func(t *testing.T) {
+			spec, err := load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = withCaps([]uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() error {
+				coll, err := ebpf.NewCollection(spec)
+				if err != nil {
+					return err
+				}
+				coll.Close()
+				return nil
+			})
+			if err != nil {
+				var ve *ebpf.VerifierError
+				if errors.As(err, &ve) {
+					t.Logf("verifier log:\n%+v", ve)
+				}
+				t.Fatalf("load with CAP_BPF and CAP_NET_ADMIN only: %v", err)
+			}
+		})
+	}
+	// The check can fail: without CAP_BPF the same load is refused.
+	spec, err := loadXskRedirect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = withCaps([]uintptr{unix.CAP_NET_ADMIN}, func() error {
+		coll, err := ebpf.NewCollection(spec)
+		if err == nil {
+			coll.Close()
+		}
+		return err
+	})
+	if err == nil {
+		t.Fatal("loaded without CAP_BPF: the thread's capabilities were not reduced")
+	}
+}
