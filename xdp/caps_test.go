@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -90,5 +91,43 @@ func TestProgramsLoadWithoutPerfmon(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("loaded without CAP_BPF: the thread's capabilities were not reduced")
+	}
+}
+
+// BenchmarkProgram is the XDP program's cost per frame (BPF_PROG_TEST_RUN
+// on a 64-byte IPv4/UDP frame, 100,000 runs a call): steering only, as
+// the baseline, then with a kernel rule set loaded, for a frame a rule
+// drops and one no rule matches (parsed in the kernel either way). The
+// kernel half reads headers at variable offsets with bpf_xdp_load_bytes
+// (so that it loads without CAP_PERFMON): its cost shows here.
+func BenchmarkProgram(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		rules bool
+		dport uint16
+	}{{"steer", false, 9}, {"rules/drop", true, 9}, {"rules/nomatch", true, 5}} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := loadedProgram(b)
+			if bc.rules {
+				if _, err := p.LoadRules(kernelRulesOf(b, "      - {proto: udp, dst_port: 9, action: \"drop:nine\"}\n      - {proto: udp, dst_port: 7, action: k}\n")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f := udp4Frame(bc.dport)
+			const repeat = 100000
+			b.ReportAllocs()
+			b.ResetTimer()
+			var total time.Duration
+			for range b.N {
+				_, d, err := p.objs.XskRedirect.Benchmark(f, repeat, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += d * repeat // Benchmark reports the time per run
+			}
+			ns := float64(total.Nanoseconds()) / float64(b.N*repeat)
+			b.ReportMetric(ns, "ns/frame")
+			b.ReportMetric(1e3/ns, "Mpps")
+		})
 	}
 }
