@@ -398,8 +398,8 @@ func transient(e unix.Errno) bool {
 // KickTX tells the kernel to send what is on the TX ring: a non-blocking
 // sendto, made only when the kernel set need_wakeup on the TX ring (always
 // when the socket was bound without need-wakeup). EAGAIN, EBUSY, ENOBUFS
-// and EINTR are not errors: the kernel is busy and keeps going. It does not
-// allocate.
+// and EINTR are not errors: the kernel is busy and keeps going. While the
+// interface is down the error wraps ErrLinkDown. It does not allocate.
 func (s *Socket) KickTX() error {
 	if s.tx == nil {
 		return nil
@@ -409,9 +409,20 @@ func (s *Socket) KickTX() error {
 	}
 	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 && !transient(e) {
-		return e
+		return kickError(e)
 	}
 	return nil
+}
+
+// kickError is a failed send or wake-up's errno, wrapped in ErrLinkDown
+// when it is ENETDOWN (the kernel's answer while the interface is not
+// up). The errno itself is returned otherwise, as it was, so the calls
+// allocate only on an error.
+func kickError(e unix.Errno) error {
+	if e == unix.ENETDOWN {
+		return linkDown{e}
+	}
+	return e
 }
 
 // WakeRX wakes a driver that stopped receiving because the fill ring ran
@@ -424,7 +435,7 @@ func (s *Socket) WakeRX() error {
 	}
 	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 && !transient(e) {
-		return e
+		return kickError(e)
 	}
 	return nil
 }
