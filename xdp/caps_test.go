@@ -131,3 +131,40 @@ func BenchmarkProgram(b *testing.B) {
 		})
 	}
 }
+
+// TestSteerOnlyWithoutRuleHelpers: on a kernel without the helpers the
+// kernel rules read frames with (before 5.18; here the probe's answer is
+// forced), the program is loaded steering only: it still loads without
+// CAP_PERFMON, LoadRules refuses a rule set with ErrNotSupported, and a
+// rule set in its maps all the same decides nothing (the kernel_rules
+// constant makes that code dead).
+func TestSteerOnlyWithoutRuleHelpers(t *testing.T) {
+	requireRoot(t)
+	inNewNetns(t)
+	var p *Program
+	err := withCaps([]uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() (err error) {
+		p, err = loadProgram(ProgramOptions{Interface: "lo", Attach: AttachGeneric, Queues: 1}, wrapNotSupported("test: no helpers"))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("load steering only with CAP_BPF and CAP_NET_ADMIN: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	drop9 := kernelRulesOf(t, "      - {proto: udp, dst_port: 9, action: \"drop:nine\"}\n")
+	if _, err := p.LoadRules(drop9); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("LoadRules on a steering-only program: %v, want ErrNotSupported", err)
+	}
+	if _, err := p.LoadRules(nil); err != nil {
+		t.Errorf("LoadRules(nil) on a steering-only program: %v", err)
+	}
+	p.rulesErr = nil // write the set into the maps regardless
+	if _, err := p.LoadRules(drop9); err != nil {
+		t.Fatal(err)
+	}
+	if ret := runFrame(t, p, udp4Frame(9)); ret != xdpPass {
+		t.Errorf("steering-only program with a rule set in its maps: action %d, want XDP_PASS (no socket)", ret)
+	}
+	if c, _ := p.Counters(0); c.Dropped != 0 || c.NoSocket != 1 {
+		t.Errorf("counters %+v, want the frame steered (no socket), nothing dropped", c)
+	}
+}

@@ -93,6 +93,12 @@ type QueueCounters struct {
 // refusal wrapping ErrBusy that names it; a kernel or driver without XDP
 // one wrapping ErrNotSupported.
 func LoadProgram(o ProgramOptions) (*Program, error) {
+	return loadProgram(o, kernelRulesSupported())
+}
+
+// loadProgram is LoadProgram with the kernel-rules probe's answer given:
+// rulesErr != nil loads the program steering only.
+func loadProgram(o ProgramOptions, rulesErr error) (*Program, error) {
 	if o.Interface == "" {
 		return nil, errors.New("program options: no interface")
 	}
@@ -127,7 +133,6 @@ func LoadProgram(o ProgramOptions) (*Program, error) {
 	if err := spec.Variables[xskRedirectVarNqueues].Set(uint32(queues)); err != nil {
 		return nil, fmt.Errorf("%s: set nqueues: %w", ctx, err)
 	}
-	rulesErr := kernelRulesSupported()
 	kernelRules := uint32(1)
 	if rulesErr != nil {
 		kernelRules = 0 // steering only: that code never calls the helpers

@@ -136,6 +136,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		}
 		d.progs[in.Name] = prog
 		if err := d.loadKernelRules(in.Name, prog, d.off.plan); err != nil {
+			if errors.Is(err, xdp.ErrNotSupported) {
+				return nil, fmt.Errorf("%w: set `offload: none` in the daemon config (the workers then run the whole pipeline)", err)
+			}
 			return nil, err
 		}
 		bind, err := xdp.ParseBindMode(orDefault(in.Bind, "auto"))
