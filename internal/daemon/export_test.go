@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/warpflow/warpflow/pipelines"
 )
@@ -16,7 +15,7 @@ func CheckPipeline(cfg Config) error {
 		return err
 	}
 	d := &Daemon{cfg: cfg}
-	src, err := os.ReadFile(cfg.PipelinePath())
+	src, err := pipelines.ReadConfigFile(cfg.PipelinePath())
 	if err != nil {
 		return fmt.Errorf("read pipeline config: %w", err)
 	}
@@ -24,7 +23,7 @@ func CheckPipeline(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := planOffload(cfg.Offload, cfg.PipelinePath(), src); err != nil {
+	if _, _, err := planOffload(cfg.Offload, g); err != nil {
 		return err
 	}
 	if err := d.checkPass(g); err != nil {
