@@ -23,7 +23,6 @@ import (
 	"github.com/warpflow/warpflow/internal/daemon"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/xdp"
-	"golang.org/x/sys/unix"
 )
 
 // The systemd unit (cmd/warpflowd/warpflowd.service), read the way these
@@ -181,10 +180,12 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 // capture in its capture_dir, and stop cleanly on SIGTERM.
 //
 // What it cannot show is systemd's own part (the namespaces ProtectSystem=
-// and friends make, its creation of the user and directories); the unit's
-// User=, Group= and SupplementaryGroups= decide which ids the test gives
-// the daemon, so a unit whose group the daemon would have to chown to
-// fails here as it would under systemd.
+// and friends make, the seccomp filters of RestrictSUIDSGID= and the like,
+// its creation of the user and directories): scripts/unit-systemd checks
+// the unit under a real systemd. The unit's User=, Group= and
+// SupplementaryGroups= decide which ids the test gives the daemon, so a
+// unit whose group the daemon would have to chown to fails here as it
+// would under systemd.
 func TestLiveServiceUnit(t *testing.T) {
 	requireLive(t, "tcpreplay", "tcpdump", "setpriv", "prlimit")
 	u := readUnit(t, unitPath)
@@ -301,13 +302,14 @@ capture_dir: %s
 	args := append([]string(nil), exec0[1:]...)
 	args[slices.Index(args, "--config")+1] = cfg
 	wrapped := append([]string{"--memlock=" + memlock + ":" + memlock, "--", "setpriv"}, priv...)
-	if missing, err := xdp.MissingCapabilities(xdp.Capability(unix.CAP_SYS_RESOURCE)); err != nil || len(missing) > 0 {
+	if missing, err := xdp.MissingCapabilities(xdp.Capability(capNumbers["CAP_SYS_RESOURCE"])); err != nil || len(missing) > 0 {
 		// Raising a hard limit takes CAP_SYS_RESOURCE, which systemd has
 		// and some sandboxes' root lacks. The daemon then runs under the
 		// lower limit this process has: a stricter test, not a weaker one
 		// (what works under a lower memlock limit works under a higher).
-		var lim unix.Rlimit
-		unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
+		var lim syscall.Rlimit
+		const rlimitMemlock = 8 // RLIMIT_MEMLOCK
+		syscall.Getrlimit(rlimitMemlock, &lim)
 		t.Logf("no CAP_SYS_RESOURCE to apply the unit's LimitMEMLOCK=%s: warpflowd runs under this process's %d bytes", u.one(t, "LimitMEMLOCK"), lim.Cur)
 		wrapped = append([]string{"--", "setpriv"}, priv...)
 	}
