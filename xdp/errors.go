@@ -3,8 +3,6 @@ package xdp
 import (
 	"errors"
 	"fmt"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotSupported is wrapped by every error that means "this kernel,
@@ -17,6 +15,20 @@ var ErrNotSupported = errors.New("not supported")
 // the resource: a queue already bound by another AF_XDP socket, an
 // interface that already has an XDP program, a UMEM with open sockets.
 var ErrBusy = errors.New("busy")
+
+// ErrLinkDown is wrapped when the kernel refuses a socket's send or
+// wake-up because its interface is down (IFF_UP clear: `ip link set IF
+// down`). That is a state, which ends when the link comes back up, not a
+// failure of the socket: what is on the TX ring stays there and goes with
+// the first send after it. A deleted interface shows differently: the
+// socket's Err is ENETDOWN and its sends fail with ENXIO.
+var ErrLinkDown = errors.New("link down")
+
+// linkDown wraps err so that it matches both ErrLinkDown and the errno.
+type linkDown struct{ err error }
+
+func (e linkDown) Error() string   { return e.err.Error() }
+func (e linkDown) Unwrap() []error { return []error{ErrLinkDown, e.err} }
 
 // notSupported wraps err so that it matches both ErrNotSupported and the
 // original errno; its text is err's, which already names what is missing.
@@ -36,11 +48,3 @@ type busy struct{ err error }
 
 func (e busy) Error() string   { return e.err.Error() }
 func (e busy) Unwrap() []error { return []error{ErrBusy, e.err} }
-
-// permHint names the capabilities behind an EPERM or EACCES.
-func permHint(err error) string {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-		return " (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF, or root)"
-	}
-	return ""
-}

@@ -18,7 +18,7 @@ import (
 
 // requireRoot skips a privileged test when not root, and fails it under
 // CI=true, where every test must run.
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
@@ -34,7 +34,7 @@ func requireRoot(t *testing.T) {
 // tests on the machine), restored at cleanup. Everything that creates a
 // socket or a link must run on the test goroutine. Cleanups registered
 // after this run first, still inside the namespace.
-func inNewNetns(t *testing.T) {
+func inNewNetns(t testing.TB) {
 	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()

@@ -160,8 +160,8 @@ func lpmKey(slot uint32, p netip.Prefix) any {
 // frame sees the previous set or r, never a mix (the seqlock described in
 // xsk_redirect.c; a frame that sees a slot being written is steered to the
 // workers, which run the whole pipeline). r == nil or a set of no rules
-// leaves every frame to the workers. It returns r's generation (1, 2, ...),
-// the key of RuleCounters. On error the active set is unchanged.
+// leaves every frame to the workers. It returns r's generation (1, 2,
+// ...), the key of RuleCounters. On error the active set is unchanged.
 //
 // LoadRules is StageRules and Activate at once; a caller that must put the
 // set in force at a moment of its own (a pipeline swap, at the workers'
@@ -206,7 +206,9 @@ var ErrStaged = errors.New("staged kernel rule set")
 
 // StageRules writes r into the program's idle slot (the one the set
 // before the active one held) without putting it in force: frames go on
-// using the active set until Activate. Everything that can fail or take
+// using the active set until Activate. On a kernel without the helpers
+// the rules read frames with (before Linux 5.18) the program only steers,
+// and a set of rules is refused with an error wrapping ErrNotSupported. Everything that can fail or take
 // time (checking r, every table write) happens here, so that Activate is
 // one map write. It returns the staged set, generation the active one's
 // plus one. On error nothing changed for any frame; the slot is left
@@ -223,6 +225,9 @@ func (p *Program) StageRules(r *OffloadRules) (*StagedRules, error) {
 	}
 	if err := r.check(); err != nil {
 		return nil, err
+	}
+	if p.rulesErr != nil && len(r.Actions) > 0 {
+		return nil, fmt.Errorf("load kernel rules on %s: %w", p.iface, p.rulesErr)
 	}
 	p.mu.Lock()
 	closed := p.closed

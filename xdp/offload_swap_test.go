@@ -31,7 +31,7 @@ func udp4Frame(dport uint16) []byte {
 
 // kernelRulesOf plans a pipeline whose filter has the given rules (all
 // meant to move) and returns its kernel rule set.
-func kernelRulesOf(t *testing.T, rules string) *OffloadRules {
+func kernelRulesOf(t testing.TB, rules string) *OffloadRules {
 	t.Helper()
 	src := "name: t\nstages:\n  - {name: parse, type: parse}\n  - name: f\n    type: filter\n    default: k\n    rules:\n" + rules +
 		"  - {name: out, type: tx, port: o}\n  - {name: k, type: pass}\n"
@@ -43,7 +43,7 @@ func kernelRulesOf(t *testing.T, rules string) *OffloadRules {
 	return &r
 }
 
-func loadedProgram(t *testing.T) *Program {
+func loadedProgram(t testing.TB) *Program {
 	t.Helper()
 	requireRoot(t)
 	inNewNetns(t)

@@ -25,20 +25,20 @@ func Probe() error {
 		if errors.Is(err, unix.EAFNOSUPPORT) {
 			return wrapNotSupported("probe AF_XDP socket (CONFIG_XDP_SOCKETS): %w", err)
 		}
-		return fmt.Errorf("probe AF_XDP socket%s: %w", permHint(err), err)
+		return fmt.Errorf("probe AF_XDP socket: %w", permError(err, CapNetRaw))
 	}
 	unix.Close(fd)
 	if err := features.HaveProgramType(ebpf.XDP); err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return wrapNotSupported("probe XDP program type: %w", err)
 		}
-		return fmt.Errorf("probe XDP program type: %w", err)
+		return fmt.Errorf("probe XDP program type: %w", permError(err, CapBPF, CapNetAdmin))
 	}
 	if err := features.HaveMapType(ebpf.XSKMap); err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return wrapNotSupported("probe XSKMAP: %w", err)
 		}
-		return fmt.Errorf("probe XSKMAP: %w", err)
+		return fmt.Errorf("probe XSKMAP: %w", permError(err, CapBPF, CapNetAdmin))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
@@ -39,6 +41,9 @@ type Program struct {
 	objs     xskRedirectObjects
 	link     link.Link
 	off      offloadState // guarded by its own mutex
+	// rulesErr, when not nil, is why this kernel cannot run rule sets
+	// (LoadRules refuses them): the program was loaded steering only.
+	rulesErr error
 
 	mu     sync.Mutex
 	closed bool
@@ -88,6 +93,12 @@ type QueueCounters struct {
 // refusal wrapping ErrBusy that names it; a kernel or driver without XDP
 // one wrapping ErrNotSupported.
 func LoadProgram(o ProgramOptions) (*Program, error) {
+	return loadProgram(o, kernelRulesSupported())
+}
+
+// loadProgram is LoadProgram with the kernel-rules probe's answer given:
+// rulesErr != nil loads the program steering only.
+func loadProgram(o ProgramOptions, rulesErr error) (*Program, error) {
 	if o.Interface == "" {
 		return nil, errors.New("program options: no interface")
 	}
@@ -122,18 +133,45 @@ func LoadProgram(o ProgramOptions) (*Program, error) {
 	if err := spec.Variables[xskRedirectVarNqueues].Set(uint32(queues)); err != nil {
 		return nil, fmt.Errorf("%s: set nqueues: %w", ctx, err)
 	}
-	p := &Program{iface: o.Interface, ifindex: ifc.Index, queues: queues}
+	kernelRules := uint32(1)
+	if rulesErr != nil {
+		kernelRules = 0 // steering only: that code never calls the helpers
+	}
+	if err := spec.Variables[xskRedirectVarKernelRules].Set(kernelRules); err != nil {
+		return nil, fmt.Errorf("%s: set kernel_rules: %w", ctx, err)
+	}
+	p := &Program{iface: o.Interface, ifindex: ifc.Index, queues: queues, rulesErr: rulesErr}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) {
 			return nil, wrapNotSupported("%s: load: %w", ctx, err)
 		}
-		return nil, fmt.Errorf("%s: load%s: %w", ctx, permHint(err), err)
+		return nil, fmt.Errorf("%s: load: %w", ctx, permError(err, CapBPF, CapNetAdmin))
 	}
 	if err := p.attach(o.Attach); err != nil {
 		p.objs.Close()
 		return nil, fmt.Errorf("%s: %w", ctx, err)
 	}
 	return p, nil
+}
+
+// kernelRulesSupported reports whether the kernel has the helpers the
+// program's kernel rules read frames with (xsk_redirect.c, "Reading the
+// frame": they are what lets it load without CAP_PERFMON). nil: it has;
+// otherwise an error wrapping ErrNotSupported that names them. The probe
+// loads a small program once per helper; cilium/ebpf caches the answer.
+func kernelRulesSupported() error {
+	for _, h := range []struct {
+		fn   asm.BuiltinFunc
+		name string
+	}{{asm.FnXdpLoadBytes, "bpf_xdp_load_bytes"}, {asm.FnXdpGetBuffLen, "bpf_xdp_get_buff_len"}} {
+		if err := features.HaveProgramHelper(ebpf.XDP, h.fn); err != nil {
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return wrapNotSupported("kernel rules need the XDP helper %s (Linux >= 5.18): %w", h.name, err)
+			}
+			return fmt.Errorf("probe XDP helper %s: %w", h.name, permError(err, CapBPF, CapNetAdmin))
+		}
+	}
+	return nil
 }
 
 // checkNoXDP refuses an interface that already has an XDP program: we
@@ -172,7 +210,7 @@ func (p *Program) attach(m AttachMode) error {
 				"stop its owner or detach it (ip link set dev %s xdp off) first: %w", mode, p.iface, err)}
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("attach %s%s: %w", mode, permHint(err), err)
+			return fmt.Errorf("attach %s: %w", mode, permError(err, CapNetAdmin))
 		}
 		if mode == AttachNative && errors.Is(err, unix.EOPNOTSUPP) {
 			err = fmt.Errorf("the driver of %s has no native XDP; use attach mode generic or auto: %w", p.iface, err)

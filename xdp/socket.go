@@ -203,7 +203,7 @@ func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 		if errors.Is(err, unix.EAFNOSUPPORT) {
 			return wrapNotSupported("create AF_XDP socket: kernel without CONFIG_XDP_SOCKETS: %w", err)
 		}
-		return fmt.Errorf("create AF_XDP socket%s: %w", permHint(err), err)
+		return fmt.Errorf("create AF_XDP socket: %w", permError(err, CapNetRaw))
 	}
 	s.fd = fd
 
@@ -211,7 +211,7 @@ func (s *Socket) setup(o SocketOptions, sharer *Socket) error {
 	if sharer == nil {
 		uo := s.umem.opts
 		if err := registerUMEM(fd, s.umem.mem, uo.FrameSize, uo.Headroom); err != nil {
-			return fmt.Errorf("register umem (XDP_UMEM_REG)%s: %w", permHint(err), err)
+			return fmt.Errorf("register umem (XDP_UMEM_REG): %w", umemRegError(err, len(s.umem.mem)))
 		}
 	}
 	type ringOpt struct {
@@ -313,7 +313,7 @@ func (s *Socket) bindError(o SocketOptions, sharer *Socket, err error) error {
 	case errors.Is(err, unix.ENETDOWN):
 		return fmt.Errorf("bind: interface %s is down; bring it up first: %w", s.iface, err)
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("bind%s: %w", permHint(err), err)
+		return fmt.Errorf("bind: %w", permError(err, CapNetRaw))
 	case errors.Is(err, unix.EINVAL):
 		if n, qerr := RXQueues(s.iface); qerr == nil && s.queue >= n {
 			return fmt.Errorf("bind: queue %d out of range: %s has %d queue(s): %w", s.queue, s.iface, n, err)
@@ -331,7 +331,7 @@ func (s *Socket) setBusyPoll(b BusyPollOptions) error {
 			if errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, unix.EOPNOTSUPP) {
 				return wrapNotSupported("set %s: %w", name, err)
 			}
-			return fmt.Errorf("set %s %d%s: %w", name, v, permHint(err), err)
+			return fmt.Errorf("set %s %d: %w", name, v, permError(err, CapNetAdmin))
 		}
 		return nil
 	}
@@ -398,8 +398,8 @@ func transient(e unix.Errno) bool {
 // KickTX tells the kernel to send what is on the TX ring: a non-blocking
 // sendto, made only when the kernel set need_wakeup on the TX ring (always
 // when the socket was bound without need-wakeup). EAGAIN, EBUSY, ENOBUFS
-// and EINTR are not errors: the kernel is busy and keeps going. It does not
-// allocate.
+// and EINTR are not errors: the kernel is busy and keeps going. While the
+// interface is down the error wraps ErrLinkDown. It does not allocate.
 func (s *Socket) KickTX() error {
 	if s.tx == nil {
 		return nil
@@ -409,9 +409,20 @@ func (s *Socket) KickTX() error {
 	}
 	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 && !transient(e) {
-		return e
+		return kickError(e)
 	}
 	return nil
+}
+
+// kickError is a failed send or wake-up's errno, wrapped in ErrLinkDown
+// when it is ENETDOWN (the kernel's answer while the interface is not
+// up). The errno itself is returned otherwise, as it was, so the calls
+// allocate only on an error.
+func kickError(e unix.Errno) error {
+	if e == unix.ENETDOWN {
+		return linkDown{e}
+	}
+	return e
 }
 
 // WakeRX wakes a driver that stopped receiving because the fill ring ran
@@ -424,7 +435,7 @@ func (s *Socket) WakeRX() error {
 	}
 	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	if e != 0 && !transient(e) {
-		return e
+		return kickError(e)
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ const (
 	xskRedirectMapOffVlan      = "off_vlan"
 	xskRedirectMapXsks         = "xsks"
 	xskRedirectProgXskRedirect = "xsk_redirect"
+	xskRedirectVarKernelRules  = "kernel_rules"
 	xskRedirectVarNqueues      = "nqueues"
 )
 
@@ -105,7 +106,8 @@ type xskRedirectMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xskRedirectVariableSpecs struct {
-	Nqueues *ebpf.VariableSpec `ebpf:"nqueues"`
+	KernelRules *ebpf.VariableSpec `ebpf:"kernel_rules"`
+	Nqueues     *ebpf.VariableSpec `ebpf:"nqueues"`
 }
 
 // xskRedirectObjects contains all objects after they have been loaded into the kernel.
@@ -169,7 +171,8 @@ func (m *xskRedirectMaps) Close() error {
 //
 // It can be passed to loadXskRedirectObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xskRedirectVariables struct {
-	Nqueues *ebpf.Variable `ebpf:"nqueues"`
+	KernelRules *ebpf.Variable `ebpf:"kernel_rules"`
+	Nqueues     *ebpf.Variable `ebpf:"nqueues"`
 }
 
 // xskRedirectPrograms contains all programs after they have been loaded into the kernel.

@@ -6,6 +6,7 @@
 //	warpflowd --pipeline fwd.yaml --iface dp0 --iface dp1,rx=false --port out0=dp1
 //
 // It runs until SIGINT or SIGTERM, then drains, detaches and exits 0. Exit
-// codes: 0 clean stop, 1 failure (setup or a lost interface under
-// on_link_loss: exit), 2 usage or config error.
+// codes: 0 clean stop, 1 failure (setup, a lost interface under
+// on_link_loss: exit, or under continue no queue left to serve), 2 usage
+// or config error.
 package main

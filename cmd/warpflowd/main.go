@@ -69,7 +69,8 @@ AF_XDP socket per receive queue and runs the pipeline on every frame in
 place, until SIGINT or SIGTERM; then it drains, detaches and exits 0.
 
 Flags override the config file's fields. Exit codes: 0 clean stop,
-1 failure, 2 usage or config error.`,
+1 failure (setup, an interface lost under on_link_loss: exit, or under
+continue none left to serve), 2 usage or config error.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -82,6 +82,9 @@ type portCounters struct {
 	// kicks and wakeups count the syscalls need_wakeup asked for.
 	kicks, wakeups atomic.Uint64
 	kickErrors     atomic.Uint64
+	// linkDown counts kicks and wake-ups the kernel refused because the
+	// interface was down (xdp.ErrLinkDown): not errors of the port.
+	linkDown atomic.Uint64
 	// polls counts the waits that slept in poll(2), pollErrors those it
 	// refused.
 	polls, pollErrors atomic.Uint64
@@ -92,6 +95,9 @@ type Counters struct {
 	RXPackets, TXPackets, Completions uint64
 	FillStarved, TXRingFull           uint64
 	Kicks, Wakeups, KickErrors        uint64
+	// LinkDown counts the kicks and wake-ups refused while the interface
+	// was down; what waited on the TX ring went when it came back up.
+	LinkDown uint64
 	// Polls counts idle waits that gave the CPU up in poll(2).
 	Polls, PollErrors uint64
 }
@@ -216,7 +222,7 @@ func (p *Port) Receive(b *rings.Batch) (int, error) {
 	}
 	if p.sock.Fill().NeedWakeup() {
 		p.stats.wakeups.Add(1)
-		if err := p.sock.WakeRX(); err != nil {
+		if err := p.sock.WakeRX(); err != nil && !p.linkDown(err) {
 			return 0, p.fail(err)
 		}
 	}
@@ -343,11 +349,24 @@ func (p *Port) kick() error {
 		return nil
 	}
 	p.stats.kicks.Add(1)
-	if err := p.sock.KickTX(); err != nil {
+	if err := p.sock.KickTX(); err != nil && !p.linkDown(err) {
 		p.stats.kickErrors.Add(1)
 		return p.fail(err)
 	}
 	return nil
+}
+
+// linkDown reports (and counts) a kick or wake-up refused because the
+// interface is down. That is not the port's failure: the link coming back
+// ends it, and the daemon reports the link's state. The port goes on;
+// frames on the TX ring wait there, and a full ring refuses more (the
+// engine's tx_full drops).
+func (p *Port) linkDown(err error) bool {
+	if errors.Is(err, xdp.ErrLinkDown) {
+		p.stats.linkDown.Add(1)
+		return true
+	}
+	return false
 }
 
 // Complete appends the frames whose transmission completed to dst (up to
@@ -413,7 +432,7 @@ func (p *Port) Counters() Counters {
 	return Counters{
 		RXPackets: s.rxPackets.Load(), TXPackets: s.txPackets.Load(), Completions: s.completions.Load(),
 		FillStarved: s.fillStarved.Load(), TXRingFull: s.txRingFull.Load(),
-		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(),
+		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(), LinkDown: s.linkDown.Load(),
 		Polls: s.polls.Load(), PollErrors: s.pollErrors.Load(),
 	}
 }

@@ -267,9 +267,19 @@ func prepareSocketDir(path string, gid int, log *slog.Logger) error {
 	return nil
 }
 
-// setGroup gives path (the socket or its directory, ours) group gid.
+// setGroup gives path (the socket or its directory, ours) group gid. A
+// path that has it already is left alone: a daemon whose own group is
+// the socket's (the systemd unit's Group=) needs no CAP_CHOWN, and one
+// in neither that group nor holding CAP_CHOWN is told so.
 func setGroup(path string, gid int) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err == nil && int(st.Gid) == gid {
+		return nil
+	}
 	if err := os.Lchown(path, -1, gid); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return fmt.Errorf("group %d: %w: warpflowd (uid %d, gid %d) is not in that group and has no CAP_CHOWN; run it with that group (the systemd unit's Group= or SupplementaryGroups=)", gid, err, os.Geteuid(), os.Getegid())
+		}
 		return fmt.Errorf("group %d: %w", gid, err)
 	}
 	return nil

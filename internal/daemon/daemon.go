@@ -37,6 +37,7 @@ type Daemon struct {
 	shared []*afxdp.SharedUMEM // closed after the queues
 
 	linkLosses atomic.Uint64
+	rep        *repeats // rate-limits log lines that can repeat
 	closeOnce  sync.Once
 	off        offloadState // the kernel half of the split pipeline (offload.go)
 
@@ -68,7 +69,8 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}, store: map[string]*stored{}, started: time.Now()}
+	made := &Daemon{cfg: cfg, log: log, progs: map[string]*xdp.Program{}, store: map[string]*stored{}, started: time.Now(),
+		rep: newRepeats(log, repeatEvery)}
 	d = made
 	defer func() {
 		if err != nil {
@@ -134,6 +136,9 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 		}
 		d.progs[in.Name] = prog
 		if err := d.loadKernelRules(in.Name, prog, d.off.plan); err != nil {
+			if errors.Is(err, xdp.ErrNotSupported) {
+				return nil, fmt.Errorf("%w: set `offload: none` in the daemon config (the workers then run the whole pipeline)", err)
+			}
 			return nil, err
 		}
 		bind, err := xdp.ParseBindMode(orDefault(in.Bind, "auto"))
@@ -261,6 +266,16 @@ func (refusePass) Close() error                                     { return nil
 // config says to exit.
 var ErrLinkLost = errors.New("interface lost")
 
+// ErrNothingLeft is returned by Run when, under on_link_loss: continue,
+// every queue stopped because interfaces it used disappeared: a daemon
+// with nothing left to serve fails (so that Restart=on-failure restarts
+// it) instead of stopping cleanly.
+var ErrNothingLeft = errors.New("nothing left to serve")
+
+// repeatEvery is how often a repeating log line (repeats) is logged at
+// most.
+const repeatEvery = 30 * time.Second
+
 type queueDone struct {
 	qq  *queue
 	err error
@@ -268,11 +283,13 @@ type queueDone struct {
 
 // Run runs every queue until ctx is done (nil: a clean stop, every engine
 // drained) or, under on_link_loss: exit, an interface disappears (an
-// ErrLinkLost error, after the same drain). A queue whose engine fails on
-// its own is logged; when none is left running Run returns the first such
-// error.
-func (d *Daemon) Run(ctx context.Context) error {
-	ctx, cancelAll := context.WithCancel(ctx)
+// ErrLinkLost error, after the same drain); under continue, until the
+// last queue stopped for a lost interface (ErrNothingLeft). A queue whose
+// engine fails on its own is logged; when none is left running Run returns
+// the first such error. A link that goes down and comes back is logged
+// both ways and is no error: the queues keep running through it.
+func (d *Daemon) Run(parent context.Context) error {
+	ctx, cancelAll := context.WithCancel(parent)
 	defer cancelAll()
 	done := make(chan queueDone, len(d.queues))
 	for _, qq := range d.queues {
@@ -290,6 +307,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		tick = t.C
 	}
 	var runErr error
+	var lostIfaces []string // in the order lost
 	for running := len(d.queues); running > 0; {
 		select {
 		case <-ctx.Done():
@@ -297,6 +315,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			cancelAll()
 		case iface := <-lost:
 			d.linkLosses.Add(1)
+			lostIfaces = append(lostIfaces, iface)
 			d.log.Error("interface lost", "interface", iface, "on_link_loss", d.cfg.OnLinkLoss, "link_losses", d.linkLosses.Load())
 			for _, qq := range d.queues {
 				if slices.Contains(qq.ifaces, iface) && !qq.lost.Swap(true) {
@@ -316,6 +335,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+	allLost := true
+	for _, qq := range d.queues {
+		allLost = allLost && qq.lost.Load()
+	}
+	if runErr == nil && allLost && len(lostIfaces) > 0 && parent.Err() == nil {
+		// Not asked to stop, no queue failed: each one stopped because an
+		// interface it used was lost (on_link_loss: continue). (A queue
+		// can end before Run sees its context done: parent says whether
+		// the daemon was asked to stop.)
+		runErr = fmt.Errorf("%w: every queue stopped when %s disappeared (on_link_loss: continue keeps serving the other queues, and none is left)", ErrNothingLeft, strings.Join(lostIfaces, ", "))
+	}
+	d.rep.Flush(time.Now())
 	d.logStats("final stats")
 	return runErr
 }
@@ -337,9 +368,13 @@ func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
 }
 
 // watchLinks reports on lost the name of any used interface that is
-// deleted or goes down: from a netlink subscription and, every 250 ms,
-// from each socket's error (which is how a deleted interface shows on the
-// socket: poll says nothing).
+// deleted: from a netlink subscription (RTM_DELLINK) and, every 250 ms,
+// from the sockets of the queues still running (a deleted interface shows
+// on its sockets as ENETDOWN in SO_ERROR: poll says nothing). It also logs
+// each used interface going down (not up, or no carrier) and coming back,
+// once per change: a flap is not a loss, and the queues keep running
+// through it (xdp.ErrLinkDown: what waits on a TX ring goes when the link
+// is back).
 func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -348,12 +383,13 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
 		ErrorCallback: func(err error) {
 			if wctx.Err() == nil { // closing done ends the subscription with an error
-				d.log.Warn("netlink link subscription", "err", err)
+				d.rep.Log(time.Now(), "netlink", slog.LevelWarn, "netlink link subscription", "err", err)
 			}
 		},
 	}); err != nil {
 		d.log.Warn("netlink link subscription failed; relying on socket errors", "err", err)
 	}
+	links := d.newLinkStates()
 	reported := map[string]bool{}
 	report := func(iface string) {
 		if !reported[iface] {
@@ -387,12 +423,17 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 				}
 				if u.Header.Type == syscall.RTM_DELLINK {
 					report(name)
+					continue
 				}
+				links.update(name, u.Attrs().RawFlags, time.Now())
 			case <-t.C:
 				for _, qq := range d.queues {
+					if qq.lost.Load() {
+						continue // stopped: its sockets' errors are known
+					}
 					for _, p := range qq.q.Ports() {
 						if err := p.Socket().Err(); err != nil {
-							d.log.Warn("socket error", "port", p.Name(), "err", err)
+							d.rep.Log(time.Now(), "socket "+p.Name(), slog.LevelWarn, "socket error", "port", p.Name(), "err", err)
 							report(p.Socket().Interface())
 						}
 					}
@@ -404,6 +445,53 @@ func (d *Daemon) watchLinks(ctx context.Context, lost chan<- string) (stop func(
 		cancel()
 		close(done)
 		wg.Wait()
+	}
+}
+
+// linkStates is what watchLinks last saw of each used interface: up
+// (administratively up with a carrier) or down, and since when.
+type linkStates struct {
+	log   *slog.Logger
+	up    map[string]bool
+	since map[string]time.Time
+}
+
+// newLinkStates reads the used interfaces' states now: the changes logged
+// are from these.
+func (d *Daemon) newLinkStates() *linkStates {
+	ls := &linkStates{log: d.log, up: map[string]bool{}, since: map[string]time.Time{}}
+	now := time.Now()
+	for _, name := range d.ifaces {
+		if l, err := netlink.LinkByName(name); err == nil {
+			ls.up[name], ls.since[name] = linkUp(l.Attrs().RawFlags), now
+		}
+	}
+	return ls
+}
+
+func linkUp(flags uint32) bool {
+	return flags&syscall.IFF_UP != 0 && flags&syscall.IFF_RUNNING != 0
+}
+
+// update takes iface's flags from an RTM_NEWLINK and logs a change of
+// state: netlink sends several messages for one change (flags, then
+// operational state), and repeats unchanged ones.
+func (ls *linkStates) update(iface string, flags uint32, now time.Time) {
+	up := linkUp(flags)
+	was, known := ls.up[iface]
+	if known && was == up {
+		return
+	}
+	ls.up[iface] = up
+	since := ls.since[iface]
+	ls.since[iface] = now
+	switch {
+	case !up:
+		ls.log.Warn("link down", "interface", iface, "admin_up", flags&syscall.IFF_UP != 0, "carrier", flags&syscall.IFF_RUNNING != 0)
+	case known:
+		ls.log.Info("link up", "interface", iface, "down_for", now.Sub(since).Round(time.Millisecond).String())
+	default:
+		ls.log.Info("link up", "interface", iface)
 	}
 }
 
@@ -488,11 +576,10 @@ func uniqueValues(m map[string]string) []string {
 // explain wraps a setup error with what failed and, for the errors a user
 // can fix, how.
 func explain(what string, err error) error {
+	var pe *xdp.PermissionError
 	switch {
-	case (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES)) && strings.Contains(err.Error(), "CAP_NET_ADMIN"):
-		return fmt.Errorf("%s: %w", what, err) // xdp already named the capabilities
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("%s: %w: warpflowd needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (run it as root or through the systemd unit in cmd/warpflowd)", what, err)
+	case errors.As(err, &pe), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s: %w%s", what, err, capabilityHint(pe))
 	case errors.Is(err, syscall.EBUSY):
 		return fmt.Errorf("%s: %w: another process (another warpflowd?) holds this interface's XDP hook or queue; stop it or pick other queues", what, err)
 	case errors.Is(err, xdp.ErrNotSupported):
@@ -501,4 +588,31 @@ func explain(what string, err error) error {
 		return fmt.Errorf("%s: %w: no such interface or queue (check `ip link` and `ethtool -l`)", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// capabilityHint follows a refused operation's error, which names what
+// that operation lacked when xdp knew (pe): every other capability of the
+// daemon's that the process lacks, read now, so that one error lists all
+// that later steps would stop on too, and never one the process has.
+// Empty when it lacks none.
+func capabilityHint(pe *xdp.PermissionError) string {
+	all := xdp.DataplaneCapabilities()
+	missing, err := xdp.MissingCapabilities(all...)
+	if err != nil || len(missing) == 0 {
+		return ""
+	}
+	fix := "run warpflowd as root or through the systemd unit in cmd/warpflowd, which grants " + all.String()
+	var others xdp.CapSet
+	for _, c := range missing {
+		if pe == nil || !slices.Contains(pe.Missing, c) {
+			others = append(others, c)
+		}
+	}
+	switch {
+	case len(others) == 0:
+		return "; " + fix
+	case pe != nil && len(pe.Missing) > 0:
+		return fmt.Sprintf("; warpflowd also lacks %s, which later steps need: %s", others, fix)
+	}
+	return fmt.Sprintf("; warpflowd lacks %s: %s", others, fix)
 }

@@ -6,9 +6,15 @@
 // the sockets, detaches the programs and returns.
 //
 // It watches the interfaces it uses (a netlink link subscription, and each
-// socket's error, since poll never reports a deleted interface): a lost
-// interface is logged with its name, counted, and either stops the daemon
-// (on_link_loss: exit) or only the queues that used it (continue).
+// running queue's sockets' error, since poll never reports a deleted
+// interface): a lost (deleted) interface is logged with its name, counted,
+// and either stops the daemon (on_link_loss: exit, exit 1) or only the
+// queues that used it (continue; when that leaves no queue, the daemon
+// exits 1 too: nothing left to serve). A link that goes down and comes back
+// is logged once each way and is not a loss: sends refused meanwhile
+// (xdp.ErrLinkDown) are counted per port (link_down), frames wait on the
+// TX ring or, once it is full, are dropped as tx_full. Log lines that can
+// repeat are rate-limited with a count (repeats.go).
 //
 // The control side (control.go, capture.go) is the backend of the control
 // API (internal/control): a store of compiled pipelines (the startup one,

@@ -162,7 +162,14 @@ func startDaemon(t *testing.T, ns string, args ...string) *daemonProc {
 		// Captures of its own, never in the machine's capture_dir.
 		args = append(args, "--capture-dir", filepath.Join(socketDir(t), "captures"))
 	}
-	cmd := inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...)
+	return watchDaemon(t, inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...))
+}
+
+// watchDaemon starts cmd, a warpflowd logging JSON to stderr (perhaps
+// through wrappers that exec it), collects its log lines, and kills it at
+// cleanup if it still runs.
+func watchDaemon(t *testing.T, cmd *exec.Cmd) *daemonProc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

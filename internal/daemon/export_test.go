@@ -1,0 +1,34 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+// CheckPipeline does to cfg's pipeline what New does before it touches
+// the kernel: read and compile it, plan its split, and check it against
+// cfg (no pass stage under pass: refuse, every tx port mapped to a
+// configured interface). For tests of shipped configs.
+func CheckPipeline(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	d := &Daemon{cfg: cfg}
+	src, err := pipelines.ReadConfigFile(cfg.PipelinePath())
+	if err != nil {
+		return fmt.Errorf("read pipeline config: %w", err)
+	}
+	g, err := pipelines.Load(cfg.PipelinePath(), src)
+	if err != nil {
+		return err
+	}
+	if _, _, err := planOffload(cfg.Offload, g); err != nil {
+		return err
+	}
+	if err := d.checkPass(g); err != nil {
+		return err
+	}
+	_, err = d.portInterfaces(g)
+	return err
+}
