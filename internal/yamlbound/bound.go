@@ -100,18 +100,14 @@ func Check(data []byte, lim Limits) (Stats, error) {
 	r.levels = r.levelBuf[:0]
 	r.flows = r.flowBuf[:0]
 	r.slot.reset(0)
-	if i := bytes.Index(data, byteOrderMark); i >= 0 {
-		r.p = i
-		for j := 0; j < i; j += max(1, r.breakAt(j)) {
-			if r.breakAt(j) > 0 {
-				r.line++
-				r.lineStart = j + r.breakAt(j)
-			}
-		}
-		r.refuse(i, LimitEncoding, "a byte order mark inside the input: remove it")
-		return Stats{}, r.err
-	}
 	r.run()
+	if r.err == nil { // (a refusal stands, whatever comes after it)
+		if i := bytes.Index(data, byteOrderMark); i >= 0 {
+			r.p, r.line, r.lineStart = 0, 0, 0
+			r.seek(i)
+			r.refuse(i, LimitEncoding, "a byte order mark inside the input: remove it")
+		}
+	}
 	st := Stats{Nodes: r.nodes, Depth: r.depth, Documents: r.docs, Complete: !r.bad && r.err == nil}
 	if r.docs > 1 {
 		st.SecondDocLine, st.SecondDocCol = r.secondLine+1, r.secondCol

@@ -180,6 +180,11 @@ var samples = []string{
 	"|\n  x\n",
 	"- |\n x\n- >\n y\n",
 	"k: >\n\n  a\n b\n",
+	// yaml.v3's own corners, found by the fuzz targets.
+	"0:\n>\n",                // a block scalar at its key's column is the value
+	"k: [k: [?]]]\n",         // "?]" ends the entry, and the sequence needs one more "]"
+	"?\n- a\n: - b\n  - c\n", // sequences at the mapping's column, as the key and on the value's line
+	"!!str \n!t x\n",         // two tags on one node
 }
 
 func TestMatchesYAMLv3(t *testing.T) {
@@ -361,6 +366,7 @@ func TestLimitsNamedInTheError(t *testing.T) {
 		{"nodes", "[" + strings.Repeat("0,", 100) + "0]", LimitNodes, "more than 100 YAML nodes"},
 		{"bytes", strings.Repeat("#", 1<<20+1), LimitBytes, "1048577 bytes: over the limit of 1048576 bytes"},
 		{"utf-16", "\xff\xfea\x00:\x00", LimitEncoding, "UTF-16"},
+		{"byte order mark inside", "a: 1\nb: \ufeffx\n", LimitEncoding, "a byte order mark inside the input"},
 	} {
 		_, err := Check([]byte(tc.src), lim)
 		var be *Error

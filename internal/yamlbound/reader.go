@@ -222,7 +222,7 @@ func (r *reader) tokens() {
 			r.comment()
 			return
 		}
-		if r.line == r.docEndLine && r.docs > 0 && !r.inDoc {
+		if r.line == r.docEndLine {
 			r.problem(r.p, "content after a document end marker")
 		}
 		if !r.inDoc {
@@ -284,6 +284,18 @@ func (r *reader) directive() {
 		r.problem(r.p, "a directive inside a document")
 	}
 	r.skipLine()
+}
+
+// seek moves r.p on to p, counting the lines on the way.
+func (r *reader) seek(p int) {
+	for r.p < p {
+		if n := r.breakAt(r.p); n > 0 {
+			r.p += n
+			r.newline()
+		} else {
+			r.p++
+		}
+	}
 }
 
 // skipLine moves past the rest of the line and its break.

@@ -56,9 +56,13 @@ type flowLevel struct {
 	explicit bool // it began with "?"
 	props    bool // a tag came before the key (counted as it)
 	vprops   bool // a tag came after the ":" (counted as the value)
-	keyLine  int  // the line the entry's first token is on
-	entryMax int  // the deepest nesting in the entry so far
-	maxAll   int  // the deepest nesting in the collection so far
+	// swallowed: the entry was "?" alone, and the "]" after it ended
+	// the entry, not the sequence (yaml.v3 reads "[?]]" as [{null:
+	// null}] and "[?]" as unclosed): the next token must be "]".
+	swallowed bool
+	keyLine   int // the line the entry's first token is on
+	entryMax  int // the deepest nesting in the entry so far
+	maxAll    int // the deepest nesting in the collection so far
 }
 
 func (r *reader) top() *level {
@@ -104,7 +108,9 @@ func (r *reader) push(l level, p int, count bool) {
 		r.addNode(p)
 	}
 	r.noteDepth(l.depth, p)
-	r.levels = append(r.levels, l)
+	if r.err == nil { // (the stack grows to MaxDepth, no further)
+		r.levels = append(r.levels, l)
+	}
 }
 
 // fill puts a node into the innermost block slot (the root's, when no
@@ -375,6 +381,9 @@ func (r *reader) openFlow(mapping bool, col int) {
 	r.node(col, kScalar)
 	d := r.childDepth()
 	r.noteDepth(d, p)
+	if r.err != nil {
+		return
+	}
 	if n := len(r.flows); n > 0 {
 		f := &r.flows[n-1]
 		f.entryMax = max(f.entryMax, d)
@@ -393,6 +402,12 @@ func (r *reader) closeFlow(mapping bool, p int) {
 	if f.mapping != mapping {
 		r.problem(p, "a closing bracket of the other kind")
 	}
+	if !mapping && f.explicit && !f.key && !f.props && !f.colon {
+		r.endFlowEntry(f, p, false)
+		f.swallowed = true
+		return
+	}
+	f.swallowed = false
 	r.endFlowEntry(f, p, false)
 	all := f.maxAll
 	r.flows = r.flows[:n-1]
@@ -404,7 +419,18 @@ func (r *reader) closeFlow(mapping bool, p int) {
 
 // flowComma reads "," at p.
 func (r *reader) flowComma(p int) {
-	r.endFlowEntry(&r.flows[len(r.flows)-1], p, true)
+	r.endFlowEntry(r.flowTop(p), p, true)
+}
+
+// flowTop is the innermost flow collection, where a token other than "]"
+// is at p.
+func (r *reader) flowTop(p int) *flowLevel {
+	f := &r.flows[len(r.flows)-1]
+	if f.swallowed {
+		r.problem(p, "a token after \"?]\" other than \"]\"")
+		f.swallowed = false
+	}
+	return f
 }
 
 // endFlowEntry ends an entry, counting what it left empty.
@@ -437,7 +463,7 @@ func (r *reader) pairUp(f *flowLevel, p int) {
 
 // flowKey reads "?" at p.
 func (r *reader) flowKey(p int) {
-	f := &r.flows[len(r.flows)-1]
+	f := r.flowTop(p)
 	if f.key || f.colon || f.explicit || f.props {
 		r.problem(p, "'?' inside a flow entry")
 	}
@@ -452,7 +478,7 @@ func (r *reader) flowKey(p int) {
 
 // flowValue reads ":" at p.
 func (r *reader) flowValue(p int) {
-	f := &r.flows[len(r.flows)-1]
+	f := r.flowTop(p)
 	switch {
 	case f.colon:
 		r.problem(p, "a second ':' in a flow entry")
@@ -469,7 +495,7 @@ func (r *reader) flowValue(p int) {
 
 // flowNode reads the start of a node or a tag in a flow collection.
 func (r *reader) flowNode(p int, tag bool) {
-	f := &r.flows[len(r.flows)-1]
+	f := r.flowTop(p)
 	if !f.colon && !f.key && !f.props && !f.explicit {
 		f.keyLine = r.line
 	}
