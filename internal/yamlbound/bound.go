@@ -42,8 +42,8 @@ type Stats struct {
 }
 
 // Error is a refused input: where, which limit (LimitBytes, LimitDepth,
-// LimitNodes, LimitAnchor, LimitEncoding, LimitAmbiguous) and a message that echoes at
-// most a short prefix of the input.
+// LimitNodes, LimitAnchor, LimitEncoding, LimitAmbiguous) and a message
+// that echoes at most a short prefix of the input.
 type Error struct {
 	Line, Col int // 1-based; 0 when the refusal is about the whole input
 	Limit     string
@@ -78,10 +78,10 @@ func nodesMsg(max int) string {
 // Check reads data and refuses it (an *Error) at the first anchor or
 // alias, at an "&" or "*" word in an unquoted value (LimitAmbiguous: the
 // message says to quote it), past lim.MaxDepth or lim.MaxNodes, or when it
-// is larger than lim.MaxBytes (before reading any of it). Input that is
-// not UTF-8 with at most a leading byte order mark is refused too
-// (LimitEncoding): yaml.v3 would convert UTF-16, and a byte order mark
-// further in is one it may or may not skip. Check returns nil for input
+// is larger than lim.MaxBytes (before reading any of it). UTF-16 input (a
+// UTF-16 byte order mark), and a UTF-8 byte order mark anywhere but at the
+// start, are refused too (LimitEncoding): configs are UTF-8, and yaml.v3
+// may or may not skip a byte order mark further in. Check returns nil for input
 // that is within the limits whether or not yaml.v3 will accept it: where
 // it noticed a syntax error, Stats says where. It allocates a few small
 // stacks per call, nothing per token.

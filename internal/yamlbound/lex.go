@@ -247,17 +247,14 @@ func (r *reader) blockScalar() bool {
 	s := r.src
 	p := r.p + 1
 	m, chomp := 0, false
-	for k := 0; k < 2 && p < len(s); k++ {
-		switch c := s[p]; {
-		case c >= '1' && c <= '9' && m == 0:
+	for ; p < len(s); p++ { // an indentation indicator and a chomping one, in either order
+		if c := s[p]; c >= '1' && c <= '9' && m == 0 {
 			m = int(c - '0')
-		case (c == '+' || c == '-') && !chomp:
+		} else if (c == '+' || c == '-') && !chomp {
 			chomp = true
-		default:
-			k = 2
-			continue
+		} else {
+			break
 		}
-		p++
 	}
 	for p < len(s) && isBlank(s[p]) {
 		p++
