@@ -57,7 +57,7 @@ const (
 	LimitNodes     = "nodes"
 	LimitAnchor    = "anchor"
 	LimitEncoding  = "encoding"
-	LimitAmbiguous = "ambiguous" // an "&" or "*" word in an unquoted value, an "&" or "*" in a tag
+	LimitAmbiguous = "ambiguous" // what yaml.v3 reads but Check will not guess at (see doc.go)
 )
 
 func (e *Error) Error() string {

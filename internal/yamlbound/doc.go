@@ -73,10 +73,13 @@
 //
 // # What it refuses that yaml.v3 accepts
 //
-// Only these, by design: an "&" or "*" word in an unquoted value, or an
-// "&" or "*" in a tag (LimitAmbiguous); a byte order mark anywhere but at
-// the start, and UTF-16 (LimitEncoding). No config in this repository has
-// any of them.
+// Only these, by design: an "&" or "*" word in an unquoted value, an "&"
+// or "*" in a tag, and a "?" entry with no key in a flow sequence
+// (LimitAmbiguous: in "[?]]" yaml.v3's scanner takes the first "]" for
+// the end of the sequence and its parser for the end of the entry, so it
+// reads what follows one way to find tokens and another to build the
+// tree); a byte order mark anywhere but at the start, and UTF-16
+// (LimitEncoding). No config in this repository has any of them.
 //
 // # Syntax errors
 //

@@ -56,13 +56,9 @@ type flowLevel struct {
 	explicit bool // it began with "?"
 	props    bool // a tag came before the key (counted as it)
 	vprops   bool // a tag came after the ":" (counted as the value)
-	// swallowed: the entry was "?" alone, and the "]" after it ended
-	// the entry, not the sequence (yaml.v3 reads "[?]]" as [{null:
-	// null}] and "[?]" as unclosed): the next token must be "]".
-	swallowed bool
-	keyLine   int // the line the entry's first token is on
-	entryMax  int // the deepest nesting in the entry so far
-	maxAll    int // the deepest nesting in the collection so far
+	keyLine  int  // the line the entry's first token is on
+	entryMax int  // the deepest nesting in the entry so far
+	maxAll   int  // the deepest nesting in the collection so far
 }
 
 func (r *reader) top() *level {
@@ -402,12 +398,9 @@ func (r *reader) closeFlow(mapping bool, p int) {
 	if f.mapping != mapping {
 		r.problem(p, "a closing bracket of the other kind")
 	}
-	if !mapping && f.explicit && !f.key && !f.props && !f.colon {
-		r.endFlowEntry(f, p, false)
-		f.swallowed = true
+	if r.keylessPair(f, p) {
 		return
 	}
-	f.swallowed = false
 	r.endFlowEntry(f, p, false)
 	all := f.maxAll
 	r.flows = r.flows[:n-1]
@@ -419,19 +412,27 @@ func (r *reader) closeFlow(mapping bool, p int) {
 
 // flowComma reads "," at p.
 func (r *reader) flowComma(p int) {
-	r.endFlowEntry(r.flowTop(p), p, true)
+	if f := r.flowTop(); !r.keylessPair(f, p) {
+		r.endFlowEntry(f, p, true)
+	}
 }
 
-// flowTop is the innermost flow collection, where a token other than "]"
-// is at p.
-func (r *reader) flowTop(p int) *flowLevel {
-	f := &r.flows[len(r.flows)-1]
-	if f.swallowed {
-		r.problem(p, "a token after \"?]\" other than \"]\"")
-		f.swallowed = false
+// keylessPair refuses a flow sequence's "?" entry with no key, at the
+// token after the "?" (p), and reports whether it did. yaml.v3 reads
+// those in ways of its own: "[?]]" is [{null: null}] to its parser, but
+// its scanner has left the flow context at the first "]" (so what follows
+// is read one way to find tokens and another to build the tree), and
+// "[?::]" is a pair too.
+func (r *reader) keylessPair(f *flowLevel, p int) bool {
+	if f.mapping || !f.explicit || f.key || f.props || f.colon {
+		return false
 	}
-	return f
+	r.refuse(p, LimitAmbiguous, `a "?" with no key in a flow sequence: yaml.v3 reads it two ways; write the key`)
+	return true
 }
+
+// flowTop is the innermost flow collection.
+func (r *reader) flowTop() *flowLevel { return &r.flows[len(r.flows)-1] }
 
 // endFlowEntry ends an entry, counting what it left empty.
 func (r *reader) endFlowEntry(f *flowLevel, p int, comma bool) {
@@ -463,7 +464,10 @@ func (r *reader) pairUp(f *flowLevel, p int) {
 
 // flowKey reads "?" at p.
 func (r *reader) flowKey(p int) {
-	f := r.flowTop(p)
+	f := r.flowTop()
+	if r.keylessPair(f, p) {
+		return
+	}
 	if f.key || f.colon || f.explicit || f.props {
 		r.problem(p, "'?' inside a flow entry")
 	}
@@ -478,7 +482,10 @@ func (r *reader) flowKey(p int) {
 
 // flowValue reads ":" at p.
 func (r *reader) flowValue(p int) {
-	f := r.flowTop(p)
+	f := r.flowTop()
+	if r.keylessPair(f, p) {
+		return
+	}
 	switch {
 	case f.colon:
 		r.problem(p, "a second ':' in a flow entry")
@@ -495,7 +502,7 @@ func (r *reader) flowValue(p int) {
 
 // flowNode reads the start of a node or a tag in a flow collection.
 func (r *reader) flowNode(p int, tag bool) {
-	f := r.flowTop(p)
+	f := r.flowTop()
 	if !f.colon && !f.key && !f.props && !f.explicit {
 		f.keyLine = r.line
 	}
