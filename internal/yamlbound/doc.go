@@ -38,7 +38,8 @@
 //     ": " after a key on the same line (or a "? ") a mapping at the
 //     key's column, unless one is open at that column; a line less
 //     indented closes what is indented more; a "- " at a mapping's own
-//     column after its key is a sequence as its value;
+//     column after its key is a sequence as its value, and a block
+//     scalar at a collection's own column fills its empty slot;
 //   - document markers ("---", "..." at a line's start), which end all
 //     of the above; directives ("%" at a line's start), skipped; tags
 //     ("!..." to the next blank), which are part of the node they tag;
@@ -53,13 +54,16 @@
 // quote or a non-ASCII character) refuses it with LimitAmbiguous and a
 // message that says to quote the value. No token of yaml.v3's can end
 // right before an "&" that Check takes for text (a plain scalar does not
-// end there, a tag must be followed by a blank), so where a plain scalar
+// end there, a tag must be followed by a blank, quotes and indicators are
+// not taken for text), so where a plain scalar
 // ends cannot hide an anchor from Check. What the anchor check does rest
 // on is where quoted scalars, block scalars and comments begin and end.
 // They begin only where a token starts, which on a line is plain to see
 // and across a line break turns on the indentation Check tracks (does a
 // plain scalar go on over the break; how far is a block scalar's content
-// indented). The fuzz targets hold that reading to yaml.v3's.
+// indented). The fuzz targets hold that reading to yaml.v3's, and so do
+// the tests over random documents of every style and over every input of
+// up to four pieces of YAML.
 //
 // What it counts: one node per document, per scalar, per collection; one
 // per slot left empty (an entry, a key or a value with nothing in it is a
