@@ -55,9 +55,8 @@
 // message that says to quote the value. No token of yaml.v3's can end
 // right before an "&" that Check takes for text (a plain scalar does not
 // end there, a tag must be followed by a blank, quotes and indicators are
-// not taken for text), so where a plain scalar
-// ends cannot hide an anchor from Check. What the anchor check does rest
-// on is where quoted scalars, block scalars and comments begin and end.
+// not taken for text), so where a plain scalar ends cannot hide an
+// anchor from Check. What the anchor check does rest on is where quoted scalars, block scalars and comments begin and end.
 // They begin only where a token starts, which on a line is plain to see
 // and across a line break turns on the indentation Check tracks (does a
 // plain scalar go on over the break; how far is a block scalar's content
