@@ -224,8 +224,10 @@ func boundError(file string, err error) error {
 // goccy builds a whole syntax tree, some 400 bytes per input byte, so it
 // reads at most maxGoccyBytes: the whole config when it is that small,
 // else the config up to the end of the line where the bounded reader
-// found yaml.v3's error. Past that, the error is yaml.v3's message at the
-// bounded reader's line and column.
+// noticed a syntax error (one yaml.v3 reports too; it may have met another
+// before it). Past that, the error is yaml.v3's message at the bounded
+// reader's line and column, or at yaml.v3's line when the bounded reader
+// noticed none.
 func syntaxErrorPos(file string, err error, data []byte, st yamlbound.Stats) (Pos, string, string) {
 	prefix := data
 	if len(data) > maxGoccyBytes && st.ErrorEnd > 0 && st.ErrorEnd <= len(data) {

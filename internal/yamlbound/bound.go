@@ -1,6 +1,7 @@
 package yamlbound
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -20,24 +21,29 @@ type Limits struct {
 
 // Stats is what Check read.
 type Stats struct {
-	Nodes     int // nodes yaml.v3 builds, as Limits.MaxNodes counts them, in every document
-	Depth     int // the deepest nesting of collections
+	// Nodes is an upper bound on the nodes yaml.v3 builds, as
+	// Limits.MaxNodes counts them, in every document: exact but for one
+	// more per tag on a node with two (see doc.go).
+	Nodes int
+	// Depth is the deepest nesting of collections, as yaml.v3's tree has it.
+	Depth     int
 	Documents int
 	// SecondDocLine and SecondDocCol (1-based) are where a second
 	// document starts; 0 when there is none.
 	SecondDocLine, SecondDocCol int
-	// Complete is false when Check stopped where yaml.v3 reports a
-	// syntax error: the counts are those of the input before it.
+	// Complete is false when Check noticed a syntax error, one that
+	// yaml.v3 reports too (Check reads on past it: the counts are of the
+	// whole input).
 	Complete bool
 	// ErrorLine and ErrorCol (1-based) are where that syntax error is,
-	// and ErrorEnd the byte offset Check had read to (the error lies
-	// before it); 0 when Complete or refused.
+	// and ErrorEnd the byte offset just past the point Check noticed it
+	// at (yaml.v3 may find an error before it); 0 when Complete or refused.
 	ErrorLine, ErrorCol, ErrorEnd int
 }
 
 // Error is a refused input: where, which limit (LimitBytes, LimitDepth,
-// LimitNodes, LimitAnchor, LimitEncoding) and a message that echoes at
-// most a short prefix of the input.
+// LimitNodes, LimitAnchor, LimitEncoding, LimitAmbiguous) and a message
+// that echoes at most a short prefix of the input.
 type Error struct {
 	Line, Col int // 1-based; 0 when the refusal is about the whole input
 	Limit     string
@@ -46,11 +52,12 @@ type Error struct {
 
 // The values of Error.Limit.
 const (
-	LimitBytes    = "bytes"
-	LimitDepth    = "depth"
-	LimitNodes    = "nodes"
-	LimitAnchor   = "anchor"
-	LimitEncoding = "encoding"
+	LimitBytes     = "bytes"
+	LimitDepth     = "depth"
+	LimitNodes     = "nodes"
+	LimitAnchor    = "anchor"
+	LimitEncoding  = "encoding"
+	LimitAmbiguous = "ambiguous" // what yaml.v3 reads but Check will not guess at (see doc.go)
 )
 
 func (e *Error) Error() string {
@@ -68,13 +75,16 @@ func nodesMsg(max int) string {
 	return fmt.Sprintf("more than %d YAML nodes (the limit for a config)", max)
 }
 
-// Check reads data as yaml.v3 would, and refuses it (an *Error) at the
-// first anchor or alias, past lim.MaxDepth or lim.MaxNodes, or when it is
-// larger than lim.MaxBytes (before reading any of it). UTF-16 input (a
-// UTF-16 byte order mark) is refused: yaml.v3 would convert it, and
-// configs are UTF-8. It returns nil for input that yaml.v3 will reject
-// with a syntax error before any limit is passed: yaml.v3's message says
-// more. Check allocates a few small stacks per call, nothing per token.
+// Check reads data and refuses it (an *Error) at the first anchor or
+// alias, at an "&" or "*" word in an unquoted value (LimitAmbiguous: the
+// message says to quote it), past lim.MaxDepth or lim.MaxNodes, or when it
+// is larger than lim.MaxBytes (before reading any of it). UTF-16 input (a
+// UTF-16 byte order mark), and a UTF-8 byte order mark anywhere but at the
+// start, are refused too (LimitEncoding): configs are UTF-8, and yaml.v3
+// may or may not skip a byte order mark further in. Check returns nil for input
+// that is within the limits whether or not yaml.v3 will accept it: where
+// it noticed a syntax error, Stats says where. It allocates a few small
+// stacks per call, nothing per token.
 func Check(data []byte, lim Limits) (Stats, error) {
 	if len(data) > lim.MaxBytes {
 		return Stats{}, &Error{Limit: LimitBytes, Msg: fmt.Sprintf("%d bytes: over the limit of %d bytes for a config", len(data), lim.MaxBytes)}
@@ -83,28 +93,35 @@ func Check(data []byte, lim Limits) (Stats, error) {
 		return Stats{}, &Error{Line: 1, Col: 1, Limit: LimitEncoding, Msg: "UTF-16 input is not supported: write the config in UTF-8"}
 	}
 	bom := 0
-	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
-		data, bom = data[3:], 3 // yaml.v3's reader takes the BOM before the scanner starts
+	if bytes.HasPrefix(data, byteOrderMark) {
+		data, bom = data[3:], 3 // yaml.v3 takes a leading one off before it reads
 	}
-	s := &scanner{buf: data, lim: lim}
-	s.tokens = make([]token, 0, 64)
-	s.indents = make([]int, 0, 16)
-	s.simpleKeys = make([]simpleKey, 0, 16)
-	p := &parser{s: s, states: make([]state, 0, 32)}
-	p.run()
-	st := Stats{Nodes: p.nodes, Depth: p.maxDepth, Documents: p.docs, Complete: p.state == sEnd}
-	if p.docs > 1 {
-		st.SecondDocLine, st.SecondDocCol = p.secondDoc.line+1, p.secondDoc.col+1
+	r := &reader{src: data, lim: lim, bom: bom, docEndLine: -1}
+	r.levels = r.levelBuf[:0]
+	r.flows = r.flowBuf[:0]
+	r.slot.reset(0)
+	r.run()
+	if r.err == nil { // (a refusal stands, whatever comes after it)
+		if i := bytes.Index(data, byteOrderMark); i >= 0 {
+			r.p, r.line, r.lineStart = 0, 0, 0
+			r.seek(i)
+			r.refuse(i, LimitEncoding, "a byte order mark inside the input: remove it")
+		}
 	}
-	if s.err != nil {
-		return st, s.err
+	st := Stats{Nodes: r.nodes, Depth: r.depth, Documents: r.docs, Complete: !r.bad && r.err == nil}
+	if r.docs > 1 {
+		st.SecondDocLine, st.SecondDocCol = r.secondLine+1, r.secondCol
 	}
-	if s.failed {
-		st.Complete = false
-		st.ErrorLine, st.ErrorCol, st.ErrorEnd = s.failMark.line+1, s.failMark.col+1, s.failPos+bom
+	if r.err != nil {
+		return st, r.err
+	}
+	if r.bad {
+		st.ErrorLine, st.ErrorCol, st.ErrorEnd = r.badLine, r.badCol, r.badP+bom
 	}
 	return st, nil
 }
+
+var byteOrderMark = []byte("\xEF\xBB\xBF")
 
 // Quote quotes s for a message, keeping at most max bytes of it (cut at a
 // character boundary, "..." after the closing quote marks the cut), so

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -60,33 +61,69 @@ func v3Read(data []byte) v3Tree {
 	}
 }
 
-// compare checks Check against yaml.v3 on data that yaml.v3 reads.
-func compare(t *testing.T, name string, data []byte) {
+// compare holds Check to its contract on data, against what yaml.v3
+// makes of it, and returns the Limit of a refusal that the contract
+// allows ("" when Check accepted it, or yaml.v3 refuses it):
+//
+//   - whatever yaml.v3 reads with an anchor or an alias in it, Check
+//     refuses;
+//   - what yaml.v3 reads without one, Check refuses only in the documented
+//     cases: an "&" or "*" word in an unquoted value or in a tag
+//     (LimitAmbiguous), a byte order mark (LimitEncoding);
+//   - otherwise its node count is at least yaml.v3's (and, for the
+//     looseness doc.go states, at most one more per "!"), its depth and
+//     document count are yaml.v3's, and it noticed no syntax error.
+func compare(t *testing.T, name string, data []byte) string {
 	t.Helper()
 	want := v3Read(data)
 	st, err := Check(data, wide)
 	if want.err != nil {
-		return // yaml.v3 refuses it: nothing to compare (Check must only not panic)
+		return "" // yaml.v3 refuses it: nothing to hold Check to but not panicking
 	}
 	var be *Error
-	if errors.As(err, &be) && be.Limit == LimitEncoding {
-		return // UTF-16, refused by design (yaml.v3 would convert it)
-	}
 	if want.anchors {
-		if !errors.As(err, &be) || be.Limit != LimitAnchor {
-			t.Fatalf("%s: yaml.v3 builds anchors or aliases but Check says %v\n%q", name, err, data)
+		if err == nil {
+			t.Fatalf("%s: yaml.v3 builds an anchor or alias but Check accepts it\n%q", name, data)
 		}
-		return
+		return ""
 	}
 	if err != nil {
-		t.Fatalf("%s: Check refuses what yaml.v3 reads without anchors: %v\n%q", name, err, data)
+		if errors.As(err, &be) && documentedRefusal(be) {
+			return be.Limit
+		}
+		t.Fatalf("%s: Check refuses what yaml.v3 reads without anchors, for no documented reason: %v\n%q", name, err, data)
 	}
-	if !st.Complete || st.Nodes != want.nodes || st.Depth != want.depth || st.Documents != want.docs {
-		t.Fatalf("%s: Check read %+v, yaml.v3 built %d nodes, depth %d, %d documents\n%q", name, st, want.nodes, want.depth, want.docs, data)
+	if st.Nodes < want.nodes || st.Depth < want.depth {
+		t.Fatalf("%s: Check counted %d nodes, depth %d, under yaml.v3's tree: %d nodes, depth %d\n%q", name, st.Nodes, st.Depth, want.nodes, want.depth, data)
 	}
+	if slack := bytes.Count(data, []byte("!")); st.Nodes > want.nodes+slack {
+		t.Fatalf("%s: Check counted %d nodes, yaml.v3 built %d: looser than doc.go says\n%q", name, st.Nodes, want.nodes, data)
+	}
+	if st.Depth != want.depth || st.Documents != want.docs {
+		t.Fatalf("%s: Check read depth %d, %d documents; yaml.v3 built depth %d, %d documents\n%q", name, st.Depth, st.Documents, want.depth, want.docs, data)
+	}
+	if !st.Complete {
+		t.Fatalf("%s: Check noticed a syntax error at line %d, column %d that yaml.v3 does not find\n%q", name, st.ErrorLine, st.ErrorCol, data)
+	}
+	return ""
 }
 
-// samples are YAML forms configs use and corners of the scanner.
+// documentedRefusal reports whether be is one of the refusals doc.go
+// documents for input yaml.v3 reads without anchors.
+func documentedRefusal(be *Error) bool {
+	switch be.Limit {
+	case LimitEncoding:
+		return true
+	case LimitAmbiguous:
+		return strings.HasPrefix(be.Msg, `"&`) && strings.Contains(be.Msg, "quote the value") ||
+			strings.HasPrefix(be.Msg, `"*`) && strings.Contains(be.Msg, "quote the value") ||
+			strings.HasPrefix(be.Msg, "a tag with") ||
+			strings.HasPrefix(be.Msg, `a "?" with no key in a flow sequence`)
+	}
+	return false
+}
+
+// samples are YAML forms configs use, and corners of YAML and of yaml.v3.
 var samples = []string{
 	"",
 	"# only a comment\n",
@@ -144,16 +181,38 @@ var samples = []string{
 	"|\n  x\n",
 	"- |\n x\n- >\n y\n",
 	"k: >\n\n  a\n b\n",
+	// yaml.v3's own corners, found by the fuzz targets.
+	"0:\n>\n",                // a block scalar at its key's column is the value
+	"k: [k: [?]]]\n",         // refused: yaml.v3's scanner and parser differ on "?]"
+	"?\n- a\n: - b\n  - c\n", // sequences at the mapping's column, as the key and on the value's line
+	"!!str \n!t x\n",         // two tags on one node
 }
 
-func TestMatchesYAMLv3(t *testing.T) {
+// TestHoldsToYAMLv3 holds Check to its contract (compare) on the samples,
+// a generated pipeline and every YAML file in the repository, none of
+// which it may refuse but for the samples' "&" and "*" words.
+func TestHoldsToYAMLv3(t *testing.T) {
 	for i, s := range samples {
-		compare(t, fmt.Sprintf("sample %d", i), []byte(s))
+		if lim := compare(t, fmt.Sprintf("sample %d", i), []byte(s)); lim != "" && lim != LimitAmbiguous {
+			t.Errorf("sample %d: refused (%s)", i, lim)
+		}
 	}
-	compare(t, "benchshape 1000", []byte(benchshape.Default("b", 1000)))
+	if lim := compare(t, "benchshape 1000", []byte(benchshape.Default("b", 1000))); lim != "" {
+		t.Errorf("benchshape 1000: refused (%s)", lim)
+	}
 	// Every YAML file in the repository: pipelines (valid and invalid),
-	// the daemon's example config, CI and docs.
-	n := 0
+	// the daemon's example config, CI and deploy.
+	for path, data := range RepoYAML(t) {
+		if lim := compare(t, path, data); lim != "" {
+			t.Errorf("%s: refused (%s)", path, lim)
+		}
+	}
+}
+
+// RepoYAML returns every YAML file in the repository by its path (for
+// repo_test.go too, which checks them under the callers' limits).
+func RepoYAML(t testing.TB) map[string][]byte {
+	files := map[string][]byte{}
 	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -166,16 +225,110 @@ func TestMatchesYAMLv3(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			compare(t, path, data)
-			n++
+			files[path] = data
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n < 10 {
-		t.Fatalf("compared only %d YAML files from the repository", n)
+	if len(files) < 25 {
+		t.Fatalf("found only %d YAML files in the repository", len(files))
+	}
+	return files
+}
+
+// tricky are inputs where an anchor's place depends on where a span of
+// text ends: a quoted, block or plain scalar, a comment, a line (at each
+// kind of break). yaml.v3 reads each (TestTricky checks that it does, and
+// finds an anchor exactly where anchor says).
+var tricky = []struct {
+	src    string
+	anchor bool
+}{
+	// Anchors, after the span that hides them ends.
+	{"a: 'x' \nb: &y 1\n", true},
+	{"a: 'multi\n line'\nb: &z 1\n", true},
+	{"a: \"esc \\\" quote\"\nb: &w 1\n", true},
+	{"a: \"x\\\ny\"\nb: &t 1\n", true},
+	{"key: 'it''s' \nk: &s 1\n", true},
+	{"a: |\n  text\nb: &y 1\n", true},
+	{"a: |\n x\n y\n&q b: c\n", true},
+	{"a: |-\n  x\n\n&k b: c\n", true},
+	{"a: >\n\n  x\n\nb: &r 1\n", true},
+	{"a:\n>\n&x b: c\n", true},
+	{"a: # c\n  &x b\n", true},
+	{"a: b #c'\nd: &e f\n", true},
+	{"- 'a' #\"\n- &x b\n", true},
+	{"# c\u0085&x a: b\n", true},
+	{"a: b\u2028&x c: d\n", true},
+	{"a: b\r&x c: d\n", true},
+	{"[\"a\",&x b]\n", true},
+	{"[?&x a]\n", true},
+	{"{\"k\":&x v}\n", true},
+	{"[a,\n&x b]\n", true},
+	{"a: [b, 'c]', &u d]\n", true},
+	{"? &v a\n: b\n", true},
+	{"!!str &w a: b\n", true},
+	{"a: !t &z b\n", true},
+	{"--- &x a\n", true},
+	{"a: b\n...\n--- &x c\n", true},
+	// No anchors: "&", "*", quotes and "#" inside spans.
+	{"a: 'x &y *z'\n", false},
+	{"a: \"&y\"\n", false},
+	{"a: |\n  &x *y\n", false},
+	{"a: |\n  'unclosed\nb: 1\n", false},
+	{"a: b # 'unclosed\nc: 1\n", false},
+	{"# &x\na: 1\n", false},
+	{"a: 'x''y' # *z\n", false},
+	{"url: http://h/?a=1&b=2\n", false},
+	{"a: b&c\n", false},
+	{"a: 2 * 3\n", false},
+	{"[a&b, c*d]\n", false},
+}
+
+func TestTricky(t *testing.T) {
+	for _, tc := range tricky {
+		want := v3Read([]byte(tc.src))
+		if want.err != nil || want.anchors != tc.anchor {
+			t.Fatalf("%q: yaml.v3 reads it with error %v, anchors %v: not the case it claims to be", tc.src, want.err, want.anchors)
+		}
+		if lim := compare(t, "tricky", []byte(tc.src)); lim != "" {
+			t.Errorf("%q: refused (%s), though nothing in it is ambiguous", tc.src, lim)
+		}
+		_, err := Check([]byte(tc.src), wide)
+		var be *Error
+		if tc.anchor && (!errors.As(err, &be) || be.Limit != LimitAnchor) {
+			t.Errorf("%q: got %v, want an anchor refused", tc.src, err)
+		}
+	}
+}
+
+// TestRefusesAmbiguousWords: the documented refusals of what yaml.v3
+// reads without an anchor, each with a message that says to quote it.
+func TestRefusesAmbiguousWords(t *testing.T) {
+	for _, tc := range []struct {
+		src       string
+		line, col int
+		msg       string
+	}{
+		{"a: x &y\n", 1, 6, `"&y" in an unquoted value reads as an anchor to some YAML readers: quote the value`},
+		{"cmd: ls *.txt\n", 1, 9, `"*.txt" in an unquoted value reads as an alias to some YAML readers: quote the value`},
+		{"a: b\n  &c\n", 2, 3, `"&c" in an unquoted value`},
+		{"a: x-&y\n", 1, 6, `"&y" in an unquoted value`},
+		{"é: ü&x\n", 1, 5, `"&x" in an unquoted value`},
+		{"a: !t&x b\n", 1, 6, `a tag with '&' in it: not supported`},
+		{"[?], [a]]\n", 1, 3, `a "?" with no key in a flow sequence: yaml.v3 reads it two ways; write the key`},
+		{"[?::]\n", 1, 3, `a "?" with no key in a flow sequence`},
+	} {
+		if v := v3Read([]byte(tc.src)); v.err != nil || v.anchors {
+			t.Fatalf("%q: yaml.v3 reads it with error %v, anchors %v", tc.src, v.err, v.anchors)
+		}
+		_, err := Check([]byte(tc.src), wide)
+		var be *Error
+		if !errors.As(err, &be) || be.Limit != LimitAmbiguous || be.Line != tc.line || be.Col != tc.col || !strings.HasPrefix(be.Msg, tc.msg) {
+			t.Errorf("%q: got %#v, want line %d col %d %s", tc.src, err, tc.line, tc.col, tc.msg)
+		}
 	}
 }
 
@@ -223,6 +376,7 @@ func TestLimitsNamedInTheError(t *testing.T) {
 		{"nodes", "[" + strings.Repeat("0,", 100) + "0]", LimitNodes, "more than 100 YAML nodes"},
 		{"bytes", strings.Repeat("#", 1<<20+1), LimitBytes, "1048577 bytes: over the limit of 1048576 bytes"},
 		{"utf-16", "\xff\xfea\x00:\x00", LimitEncoding, "UTF-16"},
+		{"byte order mark inside", "a: 1\nb: \ufeffx\n", LimitEncoding, "a byte order mark inside the input"},
 	} {
 		_, err := Check([]byte(tc.src), lim)
 		var be *Error
@@ -279,10 +433,10 @@ func TestHostileInputCostsNothing(t *testing.T) {
 		if !errors.As(err, &be) || be.Limit != tc.limit {
 			t.Errorf("%s: got %v, want a %s refusal", tc.name, err, tc.limit)
 		}
-		// Check's state is a few small stacks and the token queue, which
-		// holds at most a simple key's 1024 characters of lookahead
-		// (about 100 KiB with its growth); nothing grows with the input.
-		if n > 256<<10 {
+		// Check's state is the reader and its two stacks, which start
+		// at 16 levels each and grow to at most MaxDepth (64 here);
+		// nothing grows with the input.
+		if n > 16<<10 {
 			t.Errorf("%s: Check allocated %d bytes", tc.name, n)
 		}
 		t.Logf("%s (%d bytes): refused with %q, %d bytes allocated", tc.name, len(tc.data), err, n)
@@ -327,9 +481,16 @@ func TestQuote(t *testing.T) {
 	}
 }
 
-func FuzzCheckMatchesYAMLv3(f *testing.F) {
+// FuzzCheckBoundsYAMLv3 holds Check to its contract (compare) on any
+// input: yaml.v3's anchors and aliases refused, its counts bounded, no
+// refusal but the documented ones; and under tight limits, no panic and
+// nothing accepted past them.
+func FuzzCheckBoundsYAMLv3(f *testing.F) {
 	for _, s := range samples {
 		f.Add([]byte(s))
+	}
+	for _, s := range tricky {
+		f.Add([]byte(s.src))
 	}
 	f.Add([]byte(benchshape.Default("b", 5)))
 	f.Add([]byte("a: &x [1]\nb: *x\n"))
@@ -337,17 +498,81 @@ func FuzzCheckMatchesYAMLv3(f *testing.F) {
 		if len(data) > 1<<16 {
 			return
 		}
-		// yaml.v3 skips a byte order mark at a line start only when its
-		// buffer happens to begin there: not something to match.
-		if bytes.Contains(data[min(len(data), 3):], []byte("\xef\xbb\xbf")) {
-			Check(data, wide) // must not panic
+		compare(t, "fuzz", data)
+		tight(t, data)
+	})
+}
+
+// FuzzCheckFragments is FuzzCheckBoundsYAMLv3 over inputs put together
+// from YAML's pieces (each input byte picks one), which reach the
+// structures yaml.v3 accepts far more often than bytes do.
+func FuzzCheckFragments(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3})
+	f.Add([]byte("key: value, - item"))
+	f.Fuzz(func(t *testing.T, picks []byte) {
+		if len(picks) > 4096 {
 			return
 		}
-		compare(t, "fuzz", data)
-		// And under tight limits it must not panic or run past them.
-		lim := Limits{MaxBytes: 1 << 16, MaxDepth: 4, MaxNodes: 50}
-		if st, err := Check(data, lim); err == nil && (st.Nodes > 50 || st.Depth > 4) {
-			t.Fatalf("accepted %+v past the limits", st)
-		}
+		data := fragmentsOf(picks)
+		compare(t, "fragments", data)
+		tight(t, data)
 	})
+}
+
+// TestFragments runs FuzzCheckFragments' property over a fixed set of
+// random inputs, so that every run of the tests tries some.
+var fragmentRuns = 20_000
+
+func TestFragments(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 6))
+	n, refused := 0, map[string]int{}
+	for range fragmentRuns {
+		picks := make([]byte, 1+rng.IntN(40))
+		for i := range picks {
+			picks[i] = byte(rng.UintN(256))
+		}
+		data := fragmentsOf(picks)
+		if v3Read(data).err == nil {
+			n++
+		}
+		if lim := compare(t, "fragments", data); lim != "" {
+			refused[lim]++
+		}
+	}
+	if n < fragmentRuns/10 {
+		t.Fatalf("only %d of %d inputs are YAML that yaml.v3 reads: the property is barely tried", n, fragmentRuns)
+	}
+	t.Logf("%d inputs, %d read by yaml.v3; documented refusals of those without anchors: %v", fragmentRuns, n, refused)
+}
+
+// fragments are the pieces FuzzCheckFragments builds inputs of: the
+// indicators, scalars of each style, breaks of each kind, indentation.
+var fragments = []string{
+	"\n", "\n", "\n ", "\n  ", "\n   ", "\n    ", "\n      ", " ", "  ", "\t", "\r\n", "\r", "\u2028", "\u2029", "\u0085", "\ufeff",
+	"- ", "-", "? ", "?", ": ", ":", ",", ", ", "[", "]", "{", "}",
+	"a", "b c", "k: v", "k:", "- x", "k: [", "k: {", "0", "-1", "é", "x&y", "x *y", "a#b", "http://h/?a=1&b=2",
+	"'q'", "'it''s'", "'m\n l'", "'", "\"d\"", "\"e\\\"f\"", "\"m\n l\"", "\"\\\n\"", "\"",
+	"|", ">", "|2", "|-", ">+", "|1-", "| #c",
+	"#c", " #c", "# &a\n",
+	"!t ", "!!str ", "!<x> ", "!", "&a ", "*a", "&", "*",
+	"---", "--- ", "...", "%YAML 1.2", "%TAG ! x:",
+	"\\", "@", "`", "%",
+}
+
+func fragmentsOf(picks []byte) []byte {
+	var b bytes.Buffer
+	for _, p := range picks {
+		b.WriteString(fragments[int(p)%len(fragments)])
+	}
+	return b.Bytes()
+}
+
+// tight checks that under tight limits Check neither panics nor accepts
+// anything past them.
+func tight(t *testing.T, data []byte) {
+	t.Helper()
+	lim := Limits{MaxBytes: 1 << 16, MaxDepth: 4, MaxNodes: 50}
+	if st, err := Check(data, lim); err == nil && (st.Nodes > 50 || st.Depth > 4) {
+		t.Fatalf("accepted %+v past the limits", st)
+	}
 }
