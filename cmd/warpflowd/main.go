@@ -138,12 +138,12 @@ func run(cmd *cobra.Command, f flags) error {
 	log.Info("control API", "listen", srv.Addrs())
 	var metrics *control.MetricsServer
 	if cfg.MetricsAddr != "" {
-		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats); err != nil {
+		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats, d.Ready); err != nil {
 			srv.Close()
 			d.Close()
 			return err
 		}
-		log.Info("metrics", "listen", metrics.Addr(), "path", "/metrics")
+		log.Info("metrics", "listen", metrics.Addr(), "path", "/metrics", "health", []string{"/healthz", "/readyz"})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -246,8 +246,9 @@ type MetricsServer struct {
 	ln  net.Listener
 }
 
-// ServeMetrics listens on addr (see MetricsAddr) and serves /metrics.
-func ServeMetrics(addr string, stats func() Stats) (*MetricsServer, error) {
+// ServeMetrics listens on addr (see MetricsAddr) and serves /metrics, and
+// /healthz and /readyz (health.go) with ready.
+func ServeMetrics(addr string, stats func() Stats, ready func() Readiness) (*MetricsServer, error) {
 	a, err := MetricsAddr(addr)
 	if err != nil {
 		return nil, err
@@ -258,6 +259,7 @@ func ServeMetrics(addr string, stats func() Stats) (*MetricsServer, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", MetricsHandler(stats))
+	HealthHandlers(mux, ready)
 	m := &MetricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}}
 	go m.srv.Serve(ln)
 	return m, nil

@@ -39,6 +39,7 @@ type Daemon struct {
 
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
+	draining   atomic.Bool  // Run's context ended: /readyz says so (health.go)
 	off        offloadState // the kernel half of the split pipeline (offload.go)
 
 	// The control side: the pipeline store and the running pipeline's
@@ -60,7 +61,8 @@ type queue struct {
 	ifaces []string // interfaces it uses: its own and its outputs
 	cpu    int      // -1: not pinned
 	cancel context.CancelFunc
-	lost   atomic.Bool // its interface went: stopped, not failed
+	lost   atomic.Bool  // its interface went: stopped, not failed
+	state  atomic.Int32 // queueStarting, queueRunning or queueStopped (health.go)
 }
 
 // New checks cfg, loads the pipeline, attaches the programs and opens the
@@ -291,6 +293,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for running := len(d.queues); running > 0; {
 		select {
 		case <-ctx.Done():
+			d.draining.Store(true)
 			ctx = context.Background() // fire once; keep collecting the queues
 			cancelAll()
 		case iface := <-lost:
@@ -327,7 +330,9 @@ func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
 			d.log.Warn("pin I/O loop", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "cpu", qq.cpu, "err", err)
 		}
 	}
+	qq.state.Store(queueRunning)
 	err := qq.eng.RunContext(ctx, nil)
+	qq.state.Store(queueStopped)
 	if err != nil && !qq.lost.Load() {
 		d.log.Error("queue stopped", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "err", err)
 	}
