@@ -158,7 +158,15 @@ func startDaemon(t *testing.T, ns string, args ...string) *daemonProc {
 		// A control socket of its own: other daemons run on this machine.
 		args = append(args, "--socket", filepath.Join(socketDir(t), "ctl.sock"))
 	}
-	cmd := inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...)
+	return startProc(t, inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...))
+}
+
+// startProc starts cmd, a warpflowd logging JSON to stderr (directly, or
+// through a container runtime that passes its stderr on), and collects
+// its log lines; the process is killed at the end of the test if it is
+// still running.
+func startProc(t *testing.T, cmd *exec.Cmd) *daemonProc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
