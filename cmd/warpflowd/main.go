@@ -55,7 +55,7 @@ type flags struct {
 	offload                                      string
 	statsInterval                                time.Duration
 	socket, socketGroup, controlTCP, metricsAddr string
-	timing                                       bool
+	timing, watch                                bool
 }
 
 func newCommand() *cobra.Command {
@@ -97,6 +97,7 @@ Flags override the config file's fields. Exit codes: 0 clean stop,
 	fl.StringVar(&f.controlTCP, "control-tcp", "", "also serve the control API on TCP (a bare port listens on loopback); off by default")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address (a bare port listens on loopback); off by default")
 	fl.BoolVar(&f.timing, "timing", false, "measure per-stage time (stats ns/packet; a clock read per stage per batch)")
+	fl.BoolVar(&f.watch, "watch", false, "follow the pipeline file: swap a changed file in live, keep the running pipeline when it is invalid")
 	return cmd
 }
 
@@ -249,6 +250,9 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 	}
 	if f.timing {
 		cfg.Timing = true
+	}
+	if f.watch {
+		cfg.Watch = true
 	}
 	return nil
 }

@@ -81,6 +81,11 @@ type Config struct {
 	Control     ControlConfig `yaml:"control"`
 	MetricsAddr string        `yaml:"metrics_addr"`
 	Timing      bool          `yaml:"timing"`
+	// Watch follows the pipeline file: its directory is watched (a
+	// Kubernetes ConfigMap volume swaps a ..data symlink), and a changed
+	// file is validated and swapped in live; an invalid one is refused
+	// and the running pipeline kept (watch.go).
+	Watch bool `yaml:"watch"`
 
 	// File is where the config was read from ("" for flags only).
 	File string `yaml:"-"`

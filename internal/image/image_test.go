@@ -281,3 +281,24 @@ func TestReproducible(t *testing.T) {
 		t.Errorf("layer entries: %v", layer)
 	}
 }
+
+func TestUnitStopTimeout(t *testing.T) {
+	if d, err := UnitStopTimeout("../../cmd/warpflowd/warpflowd.service"); err != nil || d <= 0 {
+		t.Fatalf("the unit's TimeoutStopSec: %v, %v", d, err)
+	}
+	dir := t.TempDir()
+	for unit, want := range map[string]time.Duration{
+		"TimeoutStopSec=10\n":                    10 * time.Second,
+		"TimeoutStopSec=5\nTimeoutStopSec=30s\n": 30 * time.Second,
+		"TimeoutStopSec=2min\n":                  2 * time.Minute,
+		"TimeoutStopSec=soon\n":                  0,
+		"[Service]\nExecStart=/bin/true\n":       0,
+	} {
+		p := filepath.Join(dir, "u.service")
+		os.WriteFile(p, []byte(unit), 0o644)
+		d, err := UnitStopTimeout(p)
+		if (want == 0) != (err != nil) || d != want {
+			t.Errorf("%q: %v, %v; want %v", unit, d, err, want)
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // UnitCapabilities returns the capabilities the systemd unit at path
@@ -84,4 +86,34 @@ func Short(caps []string) []string {
 		out[i] = strings.TrimPrefix(c, "CAP_")
 	}
 	return out
+}
+
+// UnitStopTimeout returns the unit's TimeoutStopSec (the last one set):
+// how long systemd lets SIGTERM's drain run before SIGKILL, which a
+// Kubernetes pod's terminationGracePeriodSeconds must match. It takes
+// what the unit file here writes: whole seconds ("10"), or one Go-style
+// duration ("10s", "1min" as "1m").
+func UnitStopTimeout(path string) (time.Duration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("unit stop timeout: %w", err)
+	}
+	value := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "TimeoutStopSec" {
+			value = strings.TrimSpace(v)
+		}
+	}
+	if value == "" {
+		return 0, fmt.Errorf("%s: no TimeoutStopSec= (systemd's default would apply: set it, so the drain time is written down)", path)
+	}
+	if n, err := strconv.Atoi(value); err == nil && n > 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(value, "min", "m"))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: TimeoutStopSec=%s: want seconds such as 10 or 10s", path, value)
+	}
+	return d, nil
 }
