@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/control"
@@ -17,7 +16,11 @@ leave it by that edge: the edge's target stage or its number) into a pcap
 file written by warpflowd, at most --count packets cut to --snaplen bytes.
 The copy happens on the data path only while the tap is on; the file is
 written by another goroutine. When the tap's buffer is full packets are
-counted as missed, never waited for. capture stop ends it early. A swap
+counted as missed, never waited for. --file is a name, not a path: the
+daemon makes the file in its capture_dir (default ` + control.DefaultCaptureDir + `,
+mode 0640, readable by the socket group when one is configured) and says
+where; a name with '/', one starting with '.', or one that exists there is
+refused. capture stop ends it early. A swap
 to a pipeline that has the same stage (and an edge to the same target
 stage) keeps the capture going, into the same file, with no batch missed;
 a swap to one that lacks it ends the capture, and capture status says why.
@@ -57,13 +60,8 @@ func newCaptureStart() *cobra.Command {
 		Short: "Start a tap",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if r.File != "" && !filepath.IsAbs(r.File) {
-				abs, err := filepath.Abs(r.File)
-				if err != nil {
-					return failf(codeUsage, "--file: %v", err)
-				}
-				r.File = abs
-			}
+			// --file is a name in the daemon's capture_dir, sent as
+			// given: never resolved against this directory.
 			if err := r.Validate(); err != nil {
 				return failf(codeUsage, "%v", err)
 			}
@@ -82,7 +80,7 @@ func newCaptureStart() *cobra.Command {
 	f.StringVar(&r.Edge, "edge", "", "tap only the packets leaving the stage by this edge (its target, or its number)")
 	f.IntVar(&r.Count, "count", 1000, "stop after this many packets")
 	f.IntVar(&r.Snaplen, "snaplen", 65535, "keep at most this many bytes of each packet")
-	f.StringVar(&r.File, "file", "", "pcap file to create on the daemon's host (must not exist; required)")
+	f.StringVar(&r.File, "file", "", "name of the pcap file the daemon makes in its capture_dir (no '/'; must not exist; required); the reply says where")
 	cmd.MarkFlagRequired("stage")
 	cmd.MarkFlagRequired("file")
 	return cmd

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,30 +26,52 @@ const controlExitCodesHelp = `Exit codes:
   0    success
   1    failure (the daemon failed the request, or output failed)
   2    usage: bad flags or arguments
-  4    warpflowd unreachable: no socket, nothing listening, or no permission
-  5    refused by warpflowd: invalid pipeline, unknown name, conflict, forbidden`
+  4    warpflowd unreachable: no socket, nothing listening, no permission, or
+       a socket path another user could replace (refused, naming the part)
+  5    refused by warpflowd: invalid pipeline, unknown name, conflict, forbidden,
+       no or wrong token over TCP`
 
 // ctlOpts are the flags every daemon command has.
 type ctlOpts struct {
-	socket  string
-	json    bool
-	timeout time.Duration
+	socket    string
+	tokenFile string
+	json      bool
+	timeout   time.Duration
 }
 
-// addCtlFlags adds --socket (and --json for read commands) to cmd.
+// addCtlFlags adds --socket, --token-file and --timeout (and --json for
+// read commands) to cmd.
 func addCtlFlags(cmd *cobra.Command, o *ctlOpts, withJSON bool) {
 	def := os.Getenv("WARPCTL_SOCKET")
 	if def == "" {
 		def = control.DefaultSocket
 	}
 	cmd.Flags().StringVar(&o.socket, "socket", def, "warpflowd's control socket (or tcp://HOST:PORT); default $WARPCTL_SOCKET or "+control.DefaultSocket)
+	cmd.Flags().StringVar(&o.tokenFile, "token-file", os.Getenv("WARPCTL_TOKEN_FILE"),
+		"over tcp://, the daemon's control token file (default $WARPCTL_TOKEN_FILE, else "+control.DefaultTokenFile+" where readable; $WARPCTL_TOKEN gives the token itself)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on the daemon after this long")
 	if withJSON {
 		cmd.Flags().BoolVar(&o.json, "json", false, "print the reply as JSON")
 	}
 }
 
-func (o *ctlOpts) client() *client.Client { return client.New(o.socket) }
+// client is the daemon's client. Over TCP it sends the token: from
+// $WARPCTL_TOKEN, else --token-file (or $WARPCTL_TOKEN_FILE), else the
+// default token file when this user may read it (the daemon says what is
+// missing otherwise). A unix socket needs none.
+func (o *ctlOpts) client() *client.Client {
+	var opts []client.Option
+	switch {
+	case !strings.HasPrefix(o.socket, "tcp://"):
+	case os.Getenv("WARPCTL_TOKEN") != "":
+		opts = append(opts, client.WithToken(os.Getenv("WARPCTL_TOKEN")))
+	case o.tokenFile != "":
+		opts = append(opts, client.WithTokenFile(o.tokenFile, false))
+	default:
+		opts = append(opts, client.WithTokenFile(control.DefaultTokenFile, true))
+	}
+	return client.New(o.socket, opts...)
+}
 
 func (o *ctlOpts) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	parent := cmd.Context()
@@ -66,11 +89,17 @@ func ctlError(err error) error {
 	if errors.Is(err, client.ErrUnreachable) {
 		return failf(codeUnreachable, "%v (is warpflowd running? pick its socket with --socket)", err)
 	}
+	if errors.Is(err, client.ErrUnsafeSocket) {
+		return failf(codeUnreachable, "%v", err)
+	}
+	if errors.Is(err, client.ErrToken) {
+		return failf(codeUsage, "%v", err)
+	}
 	var ce *control.Error
 	if errors.As(err, &ce) {
 		switch ce.Code {
 		case control.ErrInvalidPipeline.Code, control.ErrNotFound.Code, control.ErrConflict.Code,
-			control.ErrRefused.Code, control.ErrForbidden.Code, control.ErrBadRequest.Code:
+			control.ErrRefused.Code, control.ErrForbidden.Code, control.ErrBadRequest.Code, control.ErrUnauthorized.Code:
 			return failf(codeRefused, "%s", ce.Error())
 		}
 		return failf(codeFailed, "%s", ce.Error())

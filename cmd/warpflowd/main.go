@@ -55,6 +55,7 @@ type flags struct {
 	offload                                      string
 	statsInterval                                time.Duration
 	socket, socketGroup, controlTCP, metricsAddr string
+	tokenFile, captureDir                        string
 	timing, watch                                bool
 }
 
@@ -93,8 +94,10 @@ Flags override the config file's fields. Exit codes: 0 clean stop,
 	fl.StringVar(&f.logFormat, "log-format", "", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn or error")
 	fl.StringVar(&f.socket, "socket", "", "control socket path (default /run/warpflow/warpflowd.sock)")
-	fl.StringVar(&f.socketGroup, "socket-group", "", "group allowed on the control socket (mode 0660); default: owner only (0600)")
-	fl.StringVar(&f.controlTCP, "control-tcp", "", "also serve the control API on TCP (a bare port listens on loopback); off by default")
+	fl.StringVar(&f.socketGroup, "socket-group", "", "group allowed on the control socket (socket 0660, its directory root:GROUP 0750); default: owner only (0600)")
+	fl.StringVar(&f.controlTCP, "control-tcp", "", "also serve the control API on TCP (a bare port listens on loopback; changes need the token); off by default")
+	fl.StringVar(&f.tokenFile, "control-token-file", "", "the TCP bearer token's file, made 0600 if absent (default control.token beside the socket)")
+	fl.StringVar(&f.captureDir, "capture-dir", "", "the directory captures are made in, by name (default "+daemon.DefaultCaptureDir+")")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address (a bare port listens on loopback); off by default")
 	fl.BoolVar(&f.timing, "timing", false, "measure per-stage time (stats ns/packet; a clock read per stage per batch)")
 	fl.BoolVar(&f.watch, "watch", false, "follow the pipeline file: swap a changed file in live, keep the running pipeline when it is invalid")
@@ -129,14 +132,14 @@ func run(cmd *cobra.Command, f flags) error {
 		return err
 	}
 	co := control.DefaultOptions()
-	co.Socket, co.Group, co.TCP = cfg.Control.Socket, cfg.Control.Group, cfg.Control.TCP
+	co.Socket, co.Group, co.TCP, co.TokenFile = cfg.Control.Socket, cfg.Control.Group, cfg.Control.TCP, cfg.Control.TokenFile
 	srv, err := control.NewServer(co, d.Backend(), log)
 	if err != nil {
 		d.Close()
 		return err
 	}
 	srv.Serve()
-	log.Info("control API", "listen", srv.Addrs())
+	log.Info("control API", "listen", srv.Addrs(), "token_file", srv.TokenFile(), "capture_dir", cfg.CaptureDir)
 	var metrics *control.MetricsServer
 	if cfg.MetricsAddr != "" {
 		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats, d.Ready); err != nil {
@@ -244,6 +247,12 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 	}
 	if f.controlTCP != "" {
 		cfg.Control.TCP = f.controlTCP
+	}
+	if f.tokenFile != "" {
+		cfg.Control.TokenFile = f.tokenFile
+	}
+	if f.captureDir != "" {
+		cfg.CaptureDir = f.captureDir
 	}
 	if f.metricsAddr != "" {
 		cfg.MetricsAddr = f.metricsAddr

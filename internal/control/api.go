@@ -7,20 +7,22 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/internal/trust"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/workers"
 	"github.com/warpflow/warpflow/xdp"
 )
 
-// MaxRequestBytes bounds a request body: a pipeline's source is the
-// largest thing a request carries.
-const MaxRequestBytes = 1 << 20
-
 // DefaultSocket is where warpflowd listens unless configured otherwise.
 const DefaultSocket = "/run/warpflow/warpflowd.sock"
+
+// DefaultCaptureDir is the daemon's capture_dir unless configured
+// otherwise: the one directory it makes capture files in.
+const DefaultCaptureDir = "/var/lib/warpflow/captures"
 
 // Error is a control API error: a stable code, a message for people and,
 // for an invalid pipeline, every problem found (file:line:column: ...).
@@ -55,6 +57,7 @@ var (
 	ErrInvalidPipeline = &Error{Code: "invalid_pipeline", Message: "invalid pipeline"}
 	ErrRefused         = &Error{Code: "refused", Message: "refused"}
 	ErrForbidden       = &Error{Code: "forbidden", Message: "forbidden"}
+	ErrUnauthorized    = &Error{Code: "unauthorized", Message: "unauthorized"}
 	ErrInternal        = &Error{Code: "internal", Message: "internal error"}
 )
 
@@ -76,6 +79,8 @@ func status(code string) int {
 		return http.StatusConflict
 	case ErrForbidden.Code:
 		return http.StatusForbidden
+	case ErrUnauthorized.Code:
+		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
 }
@@ -114,21 +119,28 @@ func (r LoadRequest) Validate() error {
 			return err
 		}
 	}
-	if len(r.File) > 4096 {
-		return Errorf(ErrBadRequest, "load: file name longer than 4096 bytes")
+	if len(r.File) > MaxFileLabel {
+		return Errorf(ErrBadRequest, "load: file %q: longer than %d bytes", Clip(r.File), MaxFileLabel)
+	}
+	if i := strings.IndexFunc(r.File, unicode.IsControl); i >= 0 {
+		return Errorf(ErrBadRequest, "load: file %q: a control character at byte %d", Clip(r.File), i)
 	}
 	return nil
 }
+
+// MaxFileLabel bounds LoadRequest.File: it is only a label for messages
+// (every problem line starts with it), never opened.
+const MaxFileLabel = 512
 
 // ValidName checks a pipeline name: 1 to 64 of [A-Za-z0-9_.-], so it is
 // safe in a URL path and a log line.
 func ValidName(name string) error {
 	if name == "" || len(name) > 64 {
-		return Errorf(ErrBadRequest, "pipeline name %q: want 1 to 64 characters", name)
+		return Errorf(ErrBadRequest, "pipeline name %q: want 1 to 64 characters", Clip(name))
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return Errorf(ErrBadRequest, "pipeline name %q: only letters, digits, '_', '-' and '.'", name)
+			return Errorf(ErrBadRequest, "pipeline name %q: only letters, digits, '_', '-' and '.'", Clip(name))
 		}
 	}
 	return nil
@@ -455,7 +467,10 @@ type UMEMInfo struct {
 
 // CaptureRequest starts a tap: the packets arriving at Stage (or, with
 // Edge, leaving it by that edge) are written to File (a pcap) on the
-// daemon's host, at most Count of them, each cut to Snaplen bytes.
+// daemon's host, at most Count of them, each cut to Snaplen bytes. File
+// is a name (trust.ValidName: no '/', no leading '.', at most 128 bytes),
+// never a path: the daemon makes it in its capture_dir, and the reply's
+// CaptureInfo.File says where.
 type CaptureRequest struct {
 	Stage   string `json:"stage"`
 	Edge    string `json:"edge,omitempty"`
@@ -463,6 +478,9 @@ type CaptureRequest struct {
 	Snaplen int    `json:"snaplen"`
 	File    string `json:"file"`
 }
+
+// maxStageName bounds the stage and edge names a capture request echoes.
+const maxStageName = 256
 
 // MaxCaptureCount bounds a capture's packet count.
 const MaxCaptureCount = 10_000_000
@@ -472,8 +490,11 @@ func (r *CaptureRequest) Validate() error {
 	if r.Stage == "" {
 		return Errorf(ErrBadRequest, "capture: stage is required")
 	}
-	if r.File == "" || !strings.HasPrefix(r.File, "/") {
-		return Errorf(ErrBadRequest, "capture: file %q: want an absolute path on the daemon's host", r.File)
+	if len(r.Stage) > maxStageName || len(r.Edge) > maxStageName {
+		return Errorf(ErrBadRequest, "capture: stage %q edge %q: want names of at most %d bytes", Clip(r.Stage), Clip(r.Edge), maxStageName)
+	}
+	if err := trust.ValidName(r.File); err != nil {
+		return Errorf(ErrBadRequest, "capture: file: %s; the daemon makes it in its capture_dir and the reply says where", strings.TrimPrefix(err.Error(), trust.ErrBadName.Error()+": "))
 	}
 	if r.Count == 0 {
 		r.Count = 1000
@@ -492,9 +513,11 @@ func (r *CaptureRequest) Validate() error {
 
 // CaptureInfo is the state of the capture.
 type CaptureInfo struct {
-	Active  bool   `json:"active"`
-	Stage   string `json:"stage,omitempty"`
-	Edge    string `json:"edge,omitempty"`
+	Active bool   `json:"active"`
+	Stage  string `json:"stage,omitempty"`
+	Edge   string `json:"edge,omitempty"`
+	// File is the capture's full path on the daemon's host (in its
+	// capture_dir).
 	File    string `json:"file,omitempty"`
 	Count   int    `json:"count,omitempty"`
 	Snaplen int    `json:"snaplen,omitempty"`

@@ -34,19 +34,47 @@
 //
 // # Safety
 //
-// The socket is created mode 0600 (or 0660 with a configured group) in a
-// directory that must not be writable by others, and the server refuses
-// to start when the path is unsafe (a world-writable directory without
-// the sticky bit, a socket or directory owned by another user, a
-// non-socket file in the way). Each connection's peer is read with
-// SO_PEERCRED; only root, the daemon's own uid and, when configured,
-// members of the socket's group (by the peer's gid) are served, and every
-// control action is logged with the peer's uid and pid, what was asked
-// and the result. Request bodies are limited (MaxRequestBytes) and
-// decoded strictly (unknown fields, trailing data and wrong types are
-// errors); a slow or vanished client is cut off by the server's read and
-// write timeouts, and a request that disconnects mid-body leaves nothing
-// behind (nothing is applied before the body is whole and valid). TCP is
-// off unless configured, and then listens on loopback unless an address
-// is given explicitly.
+// The trust model is internal/trust's: every name a client gives lands in
+// a room. The socket is created mode 0600 (or 0660 root:GROUP with a
+// configured group, in a directory the server makes root:GROUP 0750 and
+// checks the group can reach), and the server refuses to start unless
+// every component of the socket's path, from / down, is a real directory
+// (no symlink), owned by root or the daemon's user, and writable by
+// nobody else unless it is a sticky directory owned by root or us; the
+// socket's own directory may not be writable by others at all. The
+// client (control/client) checks the same chain before it connects, and
+// after connecting that the serving process is root, the client's user
+// or the user a root-only directory was handed to (a DynamicUser's
+// RuntimeDirectory), so another user cannot repoint it to their own.
+//
+// Each connection's peer is read with SO_PEERCRED and SO_PEERGROUPS (the
+// groups the kernel recorded at connect time, which a reused pid cannot
+// change); only root, the daemon's own uid and, when configured, members
+// of the socket's group by their primary or any supplementary group are
+// served, and every control action is logged with the peer's uid and
+// pid, what was asked and the result.
+//
+// TCP is off unless configured, and then listens on loopback unless an
+// address is given explicitly. It has no peer credential, so every
+// request whose method is not GET or HEAD (load, swap, rm, capture start
+// and stop, and any verb added later) needs "Authorization: Bearer
+// TOKEN" with the token in the daemon's token file (made 0600 at the
+// first start, compared in constant time); reads need it too unless they
+// come from loopback: they expose counters and pipeline definitions, the
+// same as /metrics on loopback, and change nothing. A wrong token is
+// refused even for a read (401).
+//
+// Request bodies are capped per endpoint (a load's source at
+// MaxRequestBytes, everything else at MaxSmallRequest) and answered 413
+// over the cap, whether the length was announced or the body chunked;
+// they are decoded strictly: the keys are checked case-sensitively
+// before encoding/json (which would match "SOURCE" to source) sees them,
+// a key given twice, unknown fields, trailing data and wrong types are
+// errors. Errors and log lines echo at most a short prefix of what the
+// client sent (Clip), and a reply's problem list is bounded. A slow or
+// vanished client is cut off by the server's read and write timeouts,
+// and a request that disconnects mid-body leaves nothing behind (nothing
+// is applied before the body is whole and valid). A capture request
+// names a file, never a path: the daemon makes it in its capture_dir
+// (trust.Room).
 package control

@@ -6,8 +6,9 @@ import (
 	"strconv"
 )
 
-// lookupGroup resolves a group name or number.
-func lookupGroup(g string) (int, error) {
+// LookupGroup resolves a group name or number (the socket group; the
+// daemon gives its capture_dir the same group).
+func LookupGroup(g string) (int, error) {
 	if n, err := strconv.Atoi(g); err == nil && n >= 0 {
 		return n, nil
 	}

@@ -1,21 +1,22 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/warpflow/warpflow/internal/trust"
 )
 
 // Backend is what the server controls: the daemon. Every method is called
@@ -42,9 +43,14 @@ type Options struct {
 	// the socket: it is made 0660 and chowned to it. Otherwise 0600.
 	Group string
 	// TCP, when set, also serves on this address; a bare port (":9000" or
-	// "9000") listens on loopback only. There is no authentication on TCP
-	// beyond reachability: keep it on loopback.
+	// "9000") listens on loopback only. TCP has no peer credential: every
+	// request that changes something needs the bearer token in TokenFile,
+	// and so does a read from anywhere but loopback.
 	TCP string
+	// TokenFile is the TCP listener's bearer token (TokenFileFor(Socket)
+	// when empty), made at the first start with TCP when it does not
+	// exist (mode 0600). Unused without TCP.
+	TokenFile string
 	// ReadTimeout bounds reading a request, WriteTimeout writing a reply.
 	ReadTimeout, WriteTimeout time.Duration
 }
@@ -59,7 +65,8 @@ type Server struct {
 	opts    Options
 	b       Backend
 	log     *slog.Logger
-	gid     int // the allowed group, -1: none
+	gid     int    // the allowed group, -1: none
+	token   string // the TCP bearer token ("" without TCP)
 	srv     *http.Server
 	ln      []net.Listener
 	wg      sync.WaitGroup
@@ -69,11 +76,13 @@ type Server struct {
 
 type peerKey struct{}
 
-// Peer is a connected client, from SO_PEERCRED (unix socket), or a TCP
-// address.
+// Peer is a connected client, from SO_PEERCRED and SO_PEERGROUPS (unix
+// socket), or a TCP address.
 type Peer struct {
 	UID, GID, PID int
-	Addr          string // TCP only
+	// Groups are the peer's supplementary groups at connect time.
+	Groups []int
+	Addr   string // TCP only
 }
 
 func (p Peer) String() string {
@@ -98,7 +107,7 @@ func NewServer(o Options, b Backend, log *slog.Logger) (_ *Server, err error) {
 	}
 	s := &Server{opts: o, b: b, log: log, gid: -1}
 	if o.Group != "" {
-		gid, err := lookupGroup(o.Group)
+		gid, err := LookupGroup(o.Group)
 		if err != nil {
 			return nil, err
 		}
@@ -111,12 +120,26 @@ func NewServer(o Options, b Backend, log *slog.Logger) (_ *Server, err error) {
 			}
 		}
 	}()
+	if err := prepareSocketDir(o.Socket, s.gid, log); err != nil {
+		return nil, err
+	}
 	ln, err := listenUnix(o.Socket, s.gid)
 	if err != nil {
 		return nil, err
 	}
 	s.ln = append(s.ln, ln)
 	if o.TCP != "" {
+		if o.TokenFile == "" {
+			o.TokenFile = TokenFileFor(o.Socket)
+			s.opts.TokenFile = o.TokenFile
+		}
+		var made bool
+		if s.token, made, err = loadToken(o.TokenFile); err != nil {
+			return nil, err
+		}
+		if made {
+			log.Info("control token made", "file", o.TokenFile, "mode", "0600")
+		}
 		addr := o.TCP
 		if !strings.Contains(addr, ":") {
 			addr = ":" + addr
@@ -145,6 +168,14 @@ func NewServer(o Options, b Backend, log *slog.Logger) (_ *Server, err error) {
 		},
 	}
 	return s, nil
+}
+
+// TokenFile is the TCP bearer token's file ("" without TCP).
+func (s *Server) TokenFile() string {
+	if s.token == "" {
+		return ""
+	}
+	return s.opts.TokenFile
 }
 
 // Addrs are the addresses the server listens on (the socket first).
@@ -193,19 +224,57 @@ func (s *Server) Close() error {
 	return err
 }
 
-// listenUnix checks path's directory, removes a stale socket of ours and
-// listens with the mode the options ask for.
-func listenUnix(path string, gid int) (net.Listener, error) {
-	if !filepath.IsAbs(path) {
-		return nil, fmt.Errorf("control socket %s: want an absolute path", path)
+// socketDirMode is the socket directory's mode when the daemon makes it:
+// its group (the socket group, when configured) may reach the socket.
+const socketDirMode = 0o750
+
+// prepareSocketDir makes the socket's directory where it is missing and
+// checks its whole chain (trust.Chain: no links, owned by root or us,
+// written by nobody else). With a socket group it gives a directory of
+// ours that group (and search permission), and refuses to start when the
+// group still could not reach the socket, naming the directory in the
+// way.
+func prepareSocketDir(path string, gid int, log *slog.Logger) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return fmt.Errorf("control socket %s: want a clean absolute path", Clip(path))
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("control socket directory %s: %w", dir, err)
+	ck, err := trust.Chain{Owners: []int{os.Geteuid()}}.MkdirChain(dir, socketDirMode, gid)
+	if err != nil {
+		return fmt.Errorf("control socket directory: %w", err)
 	}
-	if err := checkDir(dir); err != nil {
-		return nil, err
+	if gid < 0 {
+		return nil
 	}
+	if int(ck.Stat.Uid) == os.Geteuid() && (int(ck.Stat.Gid) != gid || ck.Stat.Mode&0o010 == 0) {
+		// A directory of ours made before (another run, systemd's
+		// RuntimeDirectory): open it to the group, nothing more.
+		if err := setGroup(dir, gid); err != nil {
+			return fmt.Errorf("control socket directory %s: %w", dir, err)
+		}
+		mode := ck.Stat.Mode&0o7777 | 0o050
+		if err := syscall.Chmod(dir, mode); err != nil {
+			return fmt.Errorf("control socket directory %s: %w", dir, err)
+		}
+		log.Info("control socket directory opened to its group", "dir", dir, "gid", gid, "mode", fmt.Sprintf("%04o", mode))
+	}
+	if err := trust.Reachable(dir, gid); err != nil {
+		return fmt.Errorf("control socket group: %w", err)
+	}
+	return nil
+}
+
+// setGroup gives path (the socket or its directory, ours) group gid.
+func setGroup(path string, gid int) error {
+	if err := os.Lchown(path, -1, gid); err != nil {
+		return fmt.Errorf("group %d: %w", gid, err)
+	}
+	return nil
+}
+
+// listenUnix removes a stale socket of ours and listens with the mode the
+// options ask for (the directory was checked by prepareSocketDir).
+func listenUnix(path string, gid int) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		st := fi.Sys().(*syscall.Stat_t)
 		switch {
@@ -230,9 +299,9 @@ func listenUnix(path string, gid int) (net.Listener, error) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
 	if gid >= 0 {
-		if err := os.Chown(path, os.Geteuid(), gid); err != nil {
+		if err := setGroup(path, gid); err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("control socket %s: group %d: %w", path, gid, err)
+			return nil, fmt.Errorf("control socket %s: %w", path, err)
 		}
 		if err := os.Chmod(path, 0o660); err != nil {
 			ln.Close()
@@ -243,33 +312,13 @@ func listenUnix(path string, gid int) (net.Listener, error) {
 }
 
 // ErrUnsafeSocket is wrapped by the errors for a socket path others could
-// hijack or spoof.
-var ErrUnsafeSocket = errors.New("unsafe control socket path")
+// hijack or spoof: the trust package's sentinel, so errors.Is matches the
+// server's refusals and the client's alike.
+var ErrUnsafeSocket = trust.ErrUnsafe
 
-// checkDir refuses a directory another user could swap the socket in:
-// one writable by others without the sticky bit, or owned by another
-// user (root's directories are fine).
-func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("control socket directory %s: %w", dir, err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	mode := fi.Mode()
-	if mode&0o002 != 0 && mode&os.ModeSticky == 0 {
-		return fmt.Errorf("control socket directory %s: %w: writable by everyone (mode %v); use a directory like /run/warpflow", dir, ErrUnsafeSocket, mode.Perm())
-	}
-	if mode&0o002 != 0 {
-		return fmt.Errorf("control socket directory %s: %w: world-writable (mode %v, sticky), so another user could take the name first; use a private directory like /run/warpflow", dir, ErrUnsafeSocket, mode.Perm())
-	}
-	if int(st.Uid) != os.Geteuid() && st.Uid != 0 {
-		return fmt.Errorf("control socket directory %s: %w: owned by uid %d, not us (uid %d) or root", dir, ErrUnsafeSocket, st.Uid, os.Geteuid())
-	}
-	return nil
-}
-
-// peerOf reads a unix connection's peer credentials (SO_PEERCRED); for TCP
-// it records the address.
+// peerOf reads a unix connection's peer credentials (SO_PEERCRED and all
+// its groups: trust.PeerCred); for TCP it records the address. A peer
+// whose credentials cannot be read is uid -1: refused.
 func peerOf(c net.Conn) Peer {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -281,31 +330,51 @@ func peerOf(c net.Conn) Peer {
 		return p
 	}
 	raw.Control(func(fd uintptr) {
-		cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-		if err == nil {
-			p.UID, p.GID, p.PID = int(cred.Uid), int(cred.Gid), int(cred.Pid)
+		if cred, err := trust.PeerCred(int(fd)); err == nil {
+			p.UID, p.GID, p.PID, p.Groups = cred.UID, cred.GID, cred.PID, cred.Groups
 		}
 	})
 	return p
 }
 
 // allowed says whether a unix peer may use the API: root, our own uid, or
-// (with a configured group) a peer whose gid is the group. The socket's
-// mode already keeps others out; this is the check behind it.
+// (with a configured group) a member of the group, by its primary or any
+// supplementary group. The socket's mode already keeps others out; this
+// is the check behind it.
 func (s *Server) allowed(p Peer) bool {
-	if p.Addr != "" {
-		return true // TCP: loopback by default, configured explicitly
+	if p.UID < 0 {
+		return false
 	}
-	return p.UID == 0 || p.UID == os.Geteuid() || (s.gid >= 0 && p.GID == s.gid)
+	if p.UID == 0 || p.UID == os.Geteuid() {
+		return true
+	}
+	return s.gid >= 0 && (p.GID == s.gid || slices.Contains(p.Groups, s.gid))
 }
 
-// guard refuses peers that may not use the API and bounds request bodies.
+// guard refuses peers that may not use the API (TCP: tcpAllowed) and
+// bounds request bodies: an announced length over the largest limit is
+// 413 before anything is read, and no handler can read past it.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := r.Context().Value(peerKey{}).(Peer)
-		if !s.allowed(p) {
-			s.log.Warn("control request refused", "peer_uid", p.UID, "peer_pid", p.PID, "method", r.Method, "path", r.URL.Path, "result", "forbidden")
-			writeError(w, Errorf(ErrForbidden, "uid %d may not use this socket", p.UID))
+		if p.Addr != "" {
+			if err := s.tcpAllowed(r, p); err != nil {
+				s.log.Warn("control request refused", "peer_addr", p.Addr, "method", r.Method, "path", Clip(r.URL.Path), "result", "unauthorized")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="warpflowd"`)
+				writeError(w, AsError(err))
+				return
+			}
+		} else if !s.allowed(p) {
+			s.log.Warn("control request refused", "peer_uid", p.UID, "peer_gid", p.GID, "peer_pid", p.PID, "method", r.Method, "path", Clip(r.URL.Path), "result", "forbidden")
+			msg := fmt.Sprintf("uid %d may not use this socket", p.UID)
+			if s.gid >= 0 {
+				msg += fmt.Sprintf(" (not root, not uid %d, not in group %d)", os.Geteuid(), s.gid)
+			}
+			writeError(w, Errorf(ErrForbidden, "%s", msg))
+			return
+		}
+		if r.ContentLength > MaxRequestBytes {
+			writeError(w, Errorf(ErrTooLarge, "request body of %d bytes is over the limit of %d bytes", r.ContentLength, MaxRequestBytes))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
@@ -317,14 +386,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/pipelines", s.read(func(*http.Request) (any, error) { return s.b.Pipelines(), nil }))
 	mux.HandleFunc("POST /v1/pipelines", s.action("pipeline load", func(r *http.Request, p Peer) (any, []any, error) {
 		var req LoadRequest
-		if err := decode(r, &req); err != nil {
+		if err := decode(r, &req, MaxRequestBytes); err != nil {
 			return nil, nil, err
 		}
 		if err := req.Validate(); err != nil {
-			return nil, []any{"file", req.File}, err
+			return nil, []any{"file", Clip(req.File)}, err
 		}
 		info, err := s.b.Load(p.String(), req)
-		return info, []any{"file", req.File, "name", info.Name}, err
+		return info, []any{"file", Clip(req.File), "name", info.Name}, err
 	}))
 	mux.HandleFunc("GET /v1/pipelines/{name}", s.read(func(r *http.Request) (any, error) {
 		name := r.PathValue("name")
@@ -336,6 +405,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/pipelines/{name}", s.action("pipeline rm", func(r *http.Request, _ Peer) (any, []any, error) {
 		name := r.PathValue("name")
 		if err := ValidName(name); err != nil {
+			return nil, nil, err
+		}
+		if err := decodeEmpty(r); err != nil {
 			return nil, nil, err
 		}
 		return struct {
@@ -358,27 +430,35 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/capture", s.read(func(*http.Request) (any, error) { return s.b.Capture(), nil }))
 	mux.HandleFunc("POST /v1/capture", s.action("capture start", func(r *http.Request, _ Peer) (any, []any, error) {
 		var req CaptureRequest
-		if err := decode(r, &req); err != nil {
+		if err := decode(r, &req, MaxSmallRequest); err != nil {
 			return nil, nil, err
 		}
 		if err := req.Validate(); err != nil {
 			return nil, nil, err
 		}
 		info, err := s.b.CaptureStart(req)
-		return info, []any{"stage", req.Stage, "edge", req.Edge, "file", req.File, "count", req.Count}, err
+		return info, []any{"stage", Clip(req.Stage), "edge", Clip(req.Edge), "file", info.File, "count", req.Count}, err
 	}))
-	mux.HandleFunc("DELETE /v1/capture", s.action("capture stop", func(*http.Request, Peer) (any, []any, error) {
+	mux.HandleFunc("DELETE /v1/capture", s.action("capture stop", func(r *http.Request, _ Peer) (any, []any, error) {
+		if err := decodeEmpty(r); err != nil {
+			return nil, nil, err
+		}
 		info, err := s.b.CaptureStop()
 		return info, []any{"written", info.Written, "missed", info.Missed}, err
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Errorf(ErrNotFound, "no endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, Errorf(ErrNotFound, "no endpoint %s %s", Clip(r.Method), Clip(r.URL.Path)))
 	})
 }
 
 // read serves a read-only request (not logged: top polls every second).
+// It takes no body.
 func (s *Server) read(fn func(*http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if err := decodeEmpty(r); err != nil {
+			writeError(w, AsError(err))
+			return
+		}
 		v, err := fn(r)
 		if err != nil {
 			writeError(w, AsError(err))
@@ -403,9 +483,10 @@ func (s *Server) action(what string, fn func(*http.Request, Peer) (any, []any, e
 		args = append(args, "took", time.Since(start).String())
 		if err != nil {
 			e := AsError(err)
-			args = append(args, "result", e.Code, "err", e.Message)
+			l := bounded(e, maxLogMessage, maxLogProblems, maxLogProblem)
+			args = append(args, "result", e.Code, "err", l.Message)
 			if len(e.Problems) > 0 {
-				args = append(args, "problems", e.Problems)
+				args = append(args, "problems", l.Problems, "problems_total", len(e.Problems))
 			}
 			s.log.Warn("control action failed", args...)
 			writeError(w, e)
@@ -416,43 +497,6 @@ func (s *Server) action(what string, fn func(*http.Request, Peer) (any, []any, e
 	}
 }
 
-// decode reads a JSON body strictly: within the size limit, no unknown
-// fields, one value and nothing after it.
-func decode(r *http.Request, v any) error {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return Errorf(ErrTooLarge, "request body over %d bytes", mbe.Limit)
-		}
-		return Errorf(ErrBadRequest, "reading the request: %v", err)
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return Errorf(ErrBadRequest, "empty request body: want a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return Errorf(ErrBadRequest, "malformed request: %v", err)
-	}
-	if dec.More() {
-		return Errorf(ErrBadRequest, "malformed request: data after the JSON object")
-	}
-	return nil
-}
-
-// decodeEmpty accepts an empty body or an empty JSON object.
-func decodeEmpty(r *http.Request) error {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		return Errorf(ErrBadRequest, "reading the request: %v", err)
-	}
-	if t := bytes.TrimSpace(data); len(t) != 0 && !bytes.Equal(t, []byte("{}")) {
-		return Errorf(ErrBadRequest, "this request takes no body")
-	}
-	return nil
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -461,6 +505,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
+// writeError replies with e, its message and problems bounded (they may
+// quote a client's input).
 func writeError(w http.ResponseWriter, e *Error) {
-	writeJSON(w, status(e.Code), ErrorReply{Error: e})
+	writeJSON(w, status(e.Code), ErrorReply{Error: bounded(e, maxReplyMessage, maxReplyProblems, maxReplyProblem)})
 }

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -10,8 +12,29 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/internal/trust"
 	"github.com/warpflow/warpflow/pipelines"
 )
+
+// captureFileMode is a capture file's mode: the daemon's user writes it,
+// the capture_dir's group (the socket group, when the daemon made the
+// directory) reads it.
+const captureFileMode = 0o640
+
+// captureRoom opens the capture_dir (trust.OpenRoom: every component
+// checked, made where missing, opened without following a link). A
+// directory the daemon makes gets the socket group, setgid, so the
+// group's members can read what they captured.
+func (d *Daemon) captureRoom() (*trust.Room, error) {
+	gid := -1
+	if d.cfg.Control.Group != "" {
+		var err error
+		if gid, err = control.LookupGroup(d.cfg.Control.Group); err != nil {
+			return nil, err
+		}
+	}
+	return trust.OpenRoom(d.cfg.CaptureDir, trust.RoomOptions{Chain: trust.Chain{Owners: []int{os.Geteuid()}}, Mode: 0o750, GID: gid})
+}
 
 // captureBuffer is each tap buffer's size (two are used in turn): at the
 // writer's 20 ms cadence it holds some 200 Mbit/s of full packets.
@@ -72,19 +95,36 @@ func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, er
 	if ci := d.captureInfo(); ci.Active {
 		return ci, control.Errorf(control.ErrConflict, "a capture of stage %q to %s is running: stop it first", ci.Stage, ci.File)
 	}
+	// The name is checked here too, not only by the server: the daemon
+	// makes the file, so it decides what it will make.
+	name := r.File
+	if err := trust.ValidName(name); err != nil {
+		return control.CaptureInfo{}, control.Errorf(control.ErrBadRequest, "capture file: %v", err)
+	}
 	g := d.graph
 	tap, err := g.NewTap(r.Stage, r.Edge, r.Count, r.Snaplen, captureBuffer)
 	if err != nil {
 		return control.CaptureInfo{}, control.Errorf(control.ErrBadRequest, "%v", err)
 	}
-	f, err := os.OpenFile(r.File, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	room, err := d.captureRoom()
 	if err != nil {
-		return control.CaptureInfo{}, control.Errorf(control.ErrBadRequest, "capture file: %v (it must not exist yet)", err)
+		return control.CaptureInfo{}, control.Errorf(control.ErrInternal, "capture_dir: %v", err)
 	}
+	defer room.Close()
+	f, err := room.Create(name, captureFileMode)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return control.CaptureInfo{}, control.Errorf(control.ErrConflict, "capture file %s exists (a file, link or FIFO of that name): pick another name", room.Path(name))
+	case errors.Is(err, trust.ErrUnsafe):
+		return control.CaptureInfo{}, control.Errorf(control.ErrConflict, "capture file %s: %v", room.Path(name), err)
+	case err != nil:
+		return control.CaptureInfo{}, control.Errorf(control.ErrInternal, "capture file: %v", err)
+	}
+	r.File = f.Name() // the full path, for the reply and the logs
 	w := pcapgo.NewWriter(f)
 	if err := w.WriteFileHeader(uint32(r.Snaplen), layers.LinkTypeEthernet); err != nil {
 		f.Close()
-		os.Remove(r.File)
+		room.Remove(name)
 		return control.CaptureInfo{}, control.Errorf(control.ErrInternal, "capture file header: %v", err)
 	}
 	c := &capture{req: r, tap: tap, graph: g, stop: make(chan struct{}), done: make(chan struct{})}
@@ -94,7 +134,7 @@ func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, er
 				back.eng.SetTap(nil, nil)
 			}
 			f.Close()
-			os.Remove(r.File)
+			room.Remove(name)
 			return control.CaptureInfo{}, control.Errorf(control.ErrConflict, "%v", err)
 		}
 	}
@@ -102,7 +142,7 @@ func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, er
 	d.capture = c
 	d.capMu.Unlock()
 	go d.writeCapture(c, f, w)
-	d.log.Info("capture started", "stage", r.Stage, "edge", r.Edge, "file", r.File, "count", r.Count, "snaplen", r.Snaplen)
+	d.log.Info("capture started", "stage", control.Clip(r.Stage), "edge", control.Clip(r.Edge), "file", r.File, "count", r.Count, "snaplen", r.Snaplen)
 	return d.captureInfo(), nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
 	"go.yaml.in/yaml/v3"
 )
@@ -81,6 +82,13 @@ type Config struct {
 	Control     ControlConfig `yaml:"control"`
 	MetricsAddr string        `yaml:"metrics_addr"`
 	Timing      bool          `yaml:"timing"`
+	// CaptureDir is the one directory the daemon writes files in for a
+	// client (captures): a client names a file, never a path, and the file
+	// is made beneath this directory (internal/trust.Room). Made 0750
+	// (with the socket group, setgid, when one is configured) where
+	// missing; every component must be owned by root or the daemon's user
+	// and writable by nobody else, and none may be a link.
+	CaptureDir string `yaml:"capture_dir"`
 	// Watch follows the pipeline file: its directory is watched (a
 	// Kubernetes ConfigMap volume swaps a ..data symlink), and a changed
 	// file is validated and swapped in live; an invalid one is refused
@@ -113,13 +121,20 @@ type InterfaceConfig struct {
 func (i InterfaceConfig) Receives() bool { return i.Receive == nil || *i.Receive }
 
 // ControlConfig is the control API's listener: a unix socket (mode 0600,
-// or 0660 with Group), and TCP only when TCP is set (a bare port listens
-// on loopback).
+// or 0660 with Group, in a directory the group may search), and TCP only
+// when TCP is set (a bare port listens on loopback). Over TCP, every
+// request that changes something needs the bearer token in TokenFile
+// (default: control.token in the socket's directory, made 0600 at the
+// first start).
 type ControlConfig struct {
-	Socket string `yaml:"socket"`
-	Group  string `yaml:"group"`
-	TCP    string `yaml:"tcp"`
+	Socket    string `yaml:"socket"`
+	Group     string `yaml:"group"`
+	TCP       string `yaml:"tcp"`
+	TokenFile string `yaml:"token_file"`
 }
+
+// DefaultCaptureDir is where captures go unless configured otherwise.
+const DefaultCaptureDir = control.DefaultCaptureDir
 
 // UMEMConfig sizes one queue's UMEM.
 type UMEMConfig struct {
@@ -181,6 +196,7 @@ func DefaultConfig() Config {
 		StatsInterval:   Duration(10 * time.Second),
 		Log:             LogConfig{Format: "text", Level: "info"},
 		Control:         ControlConfig{Socket: "/run/warpflow/warpflowd.sock"},
+		CaptureDir:      DefaultCaptureDir,
 	}
 }
 
@@ -433,6 +449,14 @@ func (c Config) Validate() error {
 	}
 	if c.Control.Socket != "" && !filepath.IsAbs(c.Control.Socket) {
 		add("control.socket", "control.socket %q: want an absolute path", c.Control.Socket)
+	}
+	for _, f := range []struct{ key, v string }{{"control.token_file", c.Control.TokenFile}, {"capture_dir", c.CaptureDir}} {
+		if f.v != "" && (!filepath.IsAbs(f.v) || filepath.Clean(f.v) != f.v) {
+			add(f.key, "%s %q: want a clean absolute path", f.key, f.v)
+		}
+	}
+	if c.CaptureDir == "" {
+		add("capture_dir", "capture_dir: must not be empty (default %s)", DefaultCaptureDir)
 	}
 	if len(p) > 0 {
 		sort.SliceStable(p, func(i, j int) bool { return problemLine(p[i]) < problemLine(p[j]) })

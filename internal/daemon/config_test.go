@@ -69,6 +69,8 @@ func TestConfigErrors(t *testing.T) {
 		}},
 		{"missing essentials", "log: {level: debug}\n", []string{"d.yaml: pipeline: required", "d.yaml: interfaces: at least one"}},
 		{"none receives", "pipeline: p.yaml\ninterfaces: [{name: a, receive: false}]\n", []string{"d.yaml:2: interfaces: none receives"}},
+		{"control paths", "pipeline: p.yaml\ninterfaces: [{name: a}]\ncontrol: {token_file: /run/x/../t}\ncapture_dir: captures\n",
+			[]string{`d.yaml:3: control.token_file "/run/x/../t": want a clean absolute path`, `d.yaml:4: capture_dir "captures": want a clean absolute path`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig("d.yaml", []byte(tc.yaml))

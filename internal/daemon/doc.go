@@ -17,7 +17,10 @@
 // refuses sends those already swapped back), stats read without pausing
 // the data path (with every stage's own counters: rule hits, count keys,
 // sample counts), the ports and what the kernel granted, and a capture tap
-// (pipelines.Tap) drained to a pcap file by a goroutine of its own. A
+// (pipelines.Tap) drained to a pcap file by a goroutine of its own. The
+// file is named by the client, never a path: it is made beneath the
+// configured capture_dir (internal/trust.Room: openat2 beneath the room,
+// O_EXCL|O_NOFOLLOW, mode 0640), so no name reaches outside it. A
 // capture follows a swap to a pipeline that has its tap point
 // (Tap.Follow, set on the new plans before they are published) and ends,
 // with the reason, at a swap to one that has not. Transmit sockets are

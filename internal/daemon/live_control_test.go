@@ -143,9 +143,14 @@ func warpctl(t *testing.T, sock string, args ...string) (string, string, int) {
 }
 
 // socketOf is the --socket a daemon was started with.
-func socketOf(d *daemonProc) string {
+func socketOf(d *daemonProc) string { return argOf(d, "--socket") }
+
+// captureDirOf is the --capture-dir a daemon was started with.
+func captureDirOf(d *daemonProc) string { return argOf(d, "--capture-dir") }
+
+func argOf(d *daemonProc, flag string) string {
 	for i, a := range d.cmd.Args {
-		if a == "--socket" && i+1 < len(d.cmd.Args) {
+		if a == flag && i+1 < len(d.cmd.Args) {
 			return d.cmd.Args[i+1]
 		}
 	}
@@ -246,9 +251,10 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	}
 
 	// A capture of the acl stage's packets to rewrite, 40 of them.
-	capFile := filepath.Join(dir, "tap.pcap")
-	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", "40", "--file", capFile); code != 0 {
-		t.Fatalf("capture start: exit %d %s", code, stderr)
+	// A name, made in the daemon's capture_dir; the reply says where.
+	capFile := filepath.Join(captureDirOf(d), "tap.pcap")
+	if out, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", "40", "--file", "tap.pcap"); code != 0 || !strings.Contains(out, " to "+capFile+" ") {
+		t.Fatalf("capture start: exit %d %s\n%s", code, stderr, out)
 	}
 	small := seqCapture(t, 200)
 	tcpreplay(t, topo, small, 5000)

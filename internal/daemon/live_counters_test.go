@@ -101,9 +101,9 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	topo := newLab(t)
 	lc := startControlled(t, topo, pa, "offload: none\n", pa2, pc)
 	d, metricsAddr, sock, c, ctx := lc.d, lc.metricsAddr, lc.sock, lc.c, context.Background()
-	capFile := filepath.Join(dir, "acl.pcap")
+	capFile := filepath.Join(captureDirOf(d), "acl.pcap")
 	const capCount = 500 // more than the 300 the first pipeline lets out of acl
-	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", fmt.Sprint(capCount), "--file", capFile); code != 0 {
+	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--edge", "rewrite", "--count", fmt.Sprint(capCount), "--file", "acl.pcap"); code != 0 {
 		t.Fatalf("capture start: exit %d %s", code, stderr)
 	}
 
@@ -201,8 +201,7 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 
 	// A capture on acl, then a swap to c, which has no acl: the capture
 	// ends at the swap and says why; the swap reply too.
-	capFile2 := filepath.Join(dir, "acl2.pcap")
-	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--count", "10", "--file", capFile2); code != 0 {
+	if _, stderr, code := warpctl(t, sock, "capture", "start", "--stage", "acl", "--count", "10", "--file", "acl2.pcap"); code != 0 {
 		t.Fatalf("capture start: exit %d %s", code, stderr)
 	}
 	out, stderr, code := warpctl(t, sock, "pipeline", "swap", "c")

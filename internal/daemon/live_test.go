@@ -158,6 +158,10 @@ func startDaemon(t *testing.T, ns string, args ...string) *daemonProc {
 		// A control socket of its own: other daemons run on this machine.
 		args = append(args, "--socket", filepath.Join(socketDir(t), "ctl.sock"))
 	}
+	if !slices.Contains(args, "--capture-dir") {
+		// Captures of its own, never in the machine's capture_dir.
+		args = append(args, "--capture-dir", filepath.Join(socketDir(t), "captures"))
+	}
 	return startProc(t, inNS(ns, daemonBinary(t), append([]string{"--log-format", "json"}, args...)...))
 }
 
