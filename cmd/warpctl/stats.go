@@ -129,6 +129,9 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		}
 		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
 	}
+	if s.Watch != nil {
+		printWatch(w, s.Watch)
+	}
 	printStageCounters(w, s, prev, dt)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tFILL\tBIND\tATTACH\t")

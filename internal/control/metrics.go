@@ -112,7 +112,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
 		mRedirected, mNoSocket, mXDPDropped, mXDPPassed, mXDPRule, mXDPRuleBytes, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
 		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture,
-		mStageCounter, mStageCounterB, mSampleCands, mSampleWritten} {
+		mStageCounter, mStageCounterB, mSampleCands, mSampleWritten, mWatch, mWatchInSync} {
 		ch <- d
 	}
 }
@@ -133,6 +133,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Capture != nil {
 		counter(mCapture, float64(s.Capture.Written))
 	}
+	watchMetrics(ch, s.Watch)
 	for _, r := range s.KernelRules {
 		rule := strconv.Itoa(r.Rule)
 		counter(mXDPRule, float64(r.Packets), r.Interface, r.Pipeline, rule, r.Action)

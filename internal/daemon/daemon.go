@@ -39,8 +39,9 @@ type Daemon struct {
 
 	linkLosses atomic.Uint64
 	closeOnce  sync.Once
-	draining   atomic.Bool  // Run's context ended: /readyz says so (health.go)
-	off        offloadState // the kernel half of the split pipeline (offload.go)
+	draining   atomic.Bool                   // Run's context ended: /readyz says so (health.go)
+	watch      atomic.Pointer[pipelineWatch] // the pipeline file's watch, while Run runs it (watch.go)
+	off        offloadState                  // the kernel half of the split pipeline (offload.go)
 
 	// The control side: the pipeline store and the running pipeline's
 	// name (ctlMu serialises loads, swaps, removes and captures), the
@@ -283,6 +284,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	lost := make(chan string, 16)
 	stopWatch := d.watchLinks(ctx, lost)
 	defer stopWatch()
+	if d.cfg.Watch {
+		// It ends with ctx, as the drain begins: no file is swapped in
+		// while the queues drain.
+		defer d.startWatch(ctx)()
+	}
 	var tick <-chan time.Time
 	if iv := time.Duration(d.cfg.StatsInterval); iv > 0 {
 		t := time.NewTicker(iv)
