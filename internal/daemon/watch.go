@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/internal/trust"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,6 +160,13 @@ func (w *pipelineWatch) run(ctx context.Context) {
 			warned = false
 			w.setWatching(true)
 			log.Info("pipeline watch", "file", w.path, "dir", w.dir)
+			// Whoever can write the directory chooses what this daemon
+			// runs. A ConfigMap volume is the pod's own (its directory may
+			// well be mode 0777 inside the container), so say it rather
+			// than refuse.
+			if _, err := (trust.Chain{Owners: []int{os.Geteuid()}}).Check(w.dir, trust.Dir); err != nil {
+				log.Warn("pipeline watch: others can change the pipeline file's directory, and so what this daemon runs", "dir", w.dir, "err", err)
+			}
 			w.check() // it may have changed while it was not watched
 		case s := <-signals:
 			switch s {
