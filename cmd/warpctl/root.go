@@ -65,5 +65,6 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand(), newVersionCommand())
 	root.AddCommand(newLabCommand(), newGenCommand(), newDoctorCommand())
 	root.AddCommand(newControlCommands()...)
+	addContextFlags(root)
 	return root
 }

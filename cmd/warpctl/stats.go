@@ -34,6 +34,12 @@ every frame is. --watch repeats it every --interval, with rates.
 ` + controlExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.all {
+				if watch {
+					return failf(codeUsage, "--all and --watch: use one")
+				}
+				return runAllStats(cmd, &o)
+			}
 			c := o.client()
 			defer c.Close()
 			var prev *control.Stats
@@ -68,6 +74,7 @@ every frame is. --watch repeats it every --interval, with rates.
 			}
 		},
 	}
+	o.allowsAll = true
 	addCtlFlags(cmd, &o, true)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "repeat every --interval (with rates) until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "--watch interval")
