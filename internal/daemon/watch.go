@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -271,8 +272,10 @@ func (d *Daemon) graphName() string {
 	return name
 }
 
-// clip bounds a message kept or logged.
+// clip bounds a message kept or logged, on one line (an invalid
+// pipeline's error lists its problems one per line).
 func clip(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, ":\n", ": "), "\n", "; ")
 	if len(s) > watchErrorBytes {
 		return s[:watchErrorBytes] + "..."
 	}
