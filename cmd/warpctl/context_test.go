@@ -184,3 +184,27 @@ contexts:
 		t.Errorf("--all with none answering: exit %d\n%s", code, out)
 	}
 }
+
+// FuzzContextsFile: any contexts file is read or refused, never a panic,
+// and what is accepted validates.
+func FuzzContextsFile(f *testing.F) {
+	f.Add("current: a\ncontexts:\n  - {name: a, socket: /run/a.sock}\n  - {name: b, tcp: '127.0.0.1:9000', token_file: /t}\n")
+	f.Add("contexts:\n  - &x {name: a, socket: /a}\n  - *x\n")
+	f.Add("contexts: [[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, text string) {
+		p := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cf, _, err := loadContexts(p)
+		if err != nil {
+			return
+		}
+		for _, c := range cf.Contexts {
+			if (c.Socket == "") == (c.TCP == "") {
+				t.Fatalf("accepted context %+v", c)
+			}
+		}
+	})
+}

@@ -302,3 +302,28 @@ func TestUnitStopTimeout(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnitCapabilities: any unit text gives capabilities or an error,
+// never a panic, and what it gives are CAP_ names.
+func FuzzUnitCapabilities(f *testing.F) {
+	f.Add("AmbientCapabilities=CAP_NET_ADMIN CAP_BPF\nCapabilityBoundingSet=CAP_BPF CAP_NET_ADMIN\nTimeoutStopSec=10\n")
+	f.Add("AmbientCapabilities=\n")
+	f.Add("AmbientCapabilities=~CAP_X\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, unit string) {
+		p := filepath.Join(dir, "u.service")
+		if err := os.WriteFile(p, []byte(unit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		caps, err := UnitCapabilities(p)
+		if err == nil && len(caps) == 0 {
+			t.Fatal("no error and no capabilities")
+		}
+		for _, c := range caps {
+			if !strings.HasPrefix(c, "CAP_") {
+				t.Fatalf("capability %q", c)
+			}
+		}
+		UnitStopTimeout(p)
+	})
+}

@@ -141,3 +141,20 @@ func TestVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzParseAttrs: any bytes the kernel (or anything posing as it) sends
+// split without a panic, and every attribute lies within the input.
+func FuzzParseAttrs(f *testing.F) {
+	f.Add([]byte{8, 0, 1, 0, 1, 0, 0, 0, 12, 0, 3, 0, 3, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{4, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		total := 0
+		for _, a := range parseAttrs(b) {
+			total += 4 + len(a.value)
+		}
+		if total > len(b) {
+			t.Fatalf("attributes of %d bytes from %d", total, len(b))
+		}
+	})
+}
