@@ -57,6 +57,20 @@
 // one. Nothing is received meanwhile, so nothing is lost; a live port's
 // ring holds what arrives (some 100 µs).
 //
+// A swap comes in two steps when something outside the engine must
+// change with it (swap.go): PrepareSwap does all the work that can fail
+// or take time (the grace-period wait, the plan, a new executor) and
+// changes nothing; PreparedSwap.Publish publishes, or Abort drops it. The
+// I/O loop takes a published plan up at a batch boundary (no slot held,
+// or one held with nothing in it; at a pool change, once the old executor
+// is empty) and runs the swap's SwapOptions.AtTakeUp there, before it
+// receives the plan's first frame: every frame received before the hook
+// goes to the old plan, every one after it to the new. internal/daemon
+// flips its XDP program's kernel rule set in that hook, so the two halves
+// of a split pipeline change at one batch boundary. WaitTakenUp waits for
+// it (an idle loop takes a plan up at its next turn, with no traffic);
+// WaitActive waits for the first completed batch on the new plan.
+//
 // Verdict counters (received, per port, per reason) always carry on, by
 // name: the counter layout only grows. Stage counters carry on where the
 // new pipeline has a stage of the same name and kind (edge counters only

@@ -419,6 +419,7 @@ func (e *Engine) endOfInput(err error) error {
 // none (inline, or an idle pool) it is retired at once. I/O loop only; it
 // allocates only when p's counter layout grew.
 func (e *Engine) adopt(p *plan) {
+	e.takeUp(p)
 	if e.old != nil {
 		e.retire() // Swap waits for a grace period to end; never two at once
 	}
@@ -466,6 +467,7 @@ func (e *Engine) repool() error {
 			return fmt.Errorf("stop workers for a pool change: %w", err)
 		}
 	}
+	e.takeUp(p)
 	e.old, e.cur, e.curActive = e.cur, p, false
 	e.pool, e.inline, e.restamp = p.pool, p.inline, 0
 	e.poolPtr.Store(p.pool)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
@@ -49,11 +50,33 @@ type plan struct {
 	pool   *pool
 	inline *rings.Batch
 
+	// repools: the plan runs on an executor of its own (pool, or inline
+	// when nil), which Swap prepared.
+	repools bool
+
+	// atTakeUp is SwapOptions.AtTakeUp, run by the I/O loop when it takes
+	// the plan up (takeUp); takeUpErr is its result, written before
+	// takenUpAt (unix ns) is stored, so a reader that saw takenUpAt sees
+	// it.
+	atTakeUp  func() error
+	takeUpErr error
+	takenUpAt atomic.Int64
 	// activeAt is when (unix ns) the first batch stamped with this plan
 	// completed; retired is set once no batch stamped with it remains and
 	// a newer plan took over: its runners are quiescent from then on.
 	activeAt atomic.Int64
 	retired  atomic.Bool
+}
+
+// takeUp runs at the batch boundary at which the I/O loop (or, before
+// the run, adoptBeforeRun) makes p the plan new batches go to, before the
+// first of them is received: p's AtTakeUp, then the time. Once per plan;
+// never per packet.
+func (e *Engine) takeUp(p *plan) {
+	if p.atTakeUp != nil {
+		p.takeUpErr = p.atTakeUp()
+	}
+	p.takenUpAt.Store(time.Now().UnixNano())
 }
 
 // samplePub is one sampler's published counts: single-writer atomics.

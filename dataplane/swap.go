@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
@@ -36,6 +37,8 @@ type control struct {
 	// (Graph.StageConfig: a changed rule list renumbers rule[i]).
 	carriedCounters map[string][]pipelines.Counter
 	carriedSamples  map[string]SampleCount
+	// done is stopped for readers without mu (WaitTakenUp).
+	done atomic.Bool
 }
 
 func (c *control) init(e *Engine, p *plan, pl *pool) {
@@ -62,6 +65,7 @@ func (c *control) stop(e *Engine) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running, c.stopped = false, true
+	c.done.Store(true)
 	publishSamples(e.cur)
 	if e.old != nil {
 		publishSamples(e.old)
@@ -118,36 +122,115 @@ type SwapResult struct {
 // counters carry on where stage name and kind match (SwapResult says
 // which did not). Swap is safe from any goroutine, before or during Run;
 // after Run it fails.
+//
+// Swap is PrepareSwap and Publish at once.
 func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (SwapResult, error) {
+	ps, err := e.PrepareSwap(g, outs, SwapOptions{Timeout: timeout})
+	if err != nil {
+		return SwapResult{}, err
+	}
+	return ps.Publish()
+}
+
+// SwapOptions are a swap's settings beyond the graph and its outputs.
+type SwapOptions struct {
+	// Timeout bounds the wait for a previous swap's grace period.
+	Timeout time.Duration
+	// AtTakeUp, when set, is called by the I/O loop at the batch boundary
+	// at which it takes the new plan up: after the last batch of the old
+	// plan was received and before the first of the new one is, so that
+	// every frame received before it ran goes to the old plan and every
+	// frame received after it to the new one. It is the place to flip
+	// state outside the engine that must change with the plan (a daemon
+	// flips its XDP program's kernel rule set there: see
+	// internal/daemon's swap). It runs once, on the I/O loop's goroutine
+	// (or on Publish's, when the engine is not running yet), so it must
+	// be short and must not block: the loop receives nothing while it
+	// runs. Its error is WaitTakenUp's; the plan is taken up either way.
+	AtTakeUp func() error
+}
+
+// PreparedSwap is a swap that PrepareSwap built and checked and that is
+// not published yet: Publish publishes it, Abort drops it. Nothing the
+// data path sees has changed while a swap is prepared; a caller that must
+// change something else together with the plan (a daemon's kernel rules,
+// another queue's plan) prepares everything first, so that the only steps
+// left are ones that cannot fail for want of a resource.
+type PreparedSwap struct {
+	e    *Engine
+	g    *pipelines.Graph
+	p    *plan
+	old  *plan // the latest plan when prepared: Publish refuses if it changed
+	pool *pool // started for p (a pool change); closed by Abort
+	done bool  // published or aborted
+}
+
+// PrepareSwap does everything Swap does short of publishing: it waits for
+// a previous swap's grace period (at most o.Timeout), builds and checks
+// the plan for g and outs, and starts the new executor when the plan
+// needs one. An error (wrapping ErrSwap) leaves the engine as it was. The
+// result must be published or aborted; until then no other swap of this
+// engine may publish (Publish refuses a prepared swap whose engine was
+// swapped meanwhile).
+func (e *Engine) PrepareSwap(g *pipelines.Graph, outs Outputs, o SwapOptions) (*PreparedSwap, error) {
 	c := &e.ctl
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var res SwapResult
 	if c.stopped {
-		return res, fmt.Errorf("%w: the engine has stopped", ErrSwap)
+		return nil, fmt.Errorf("%w: the engine has stopped", ErrSwap)
 	}
 	if outs.Pass != nil && (e.pass == nil || !samePort(outs.Pass, e.pass)) {
-		return res, fmt.Errorf("%w: the pass port cannot change in a swap", ErrSwap)
+		return nil, fmt.Errorf("%w: the pass port cannot change in a swap", ErrSwap)
 	}
-	if err := e.waitGraceLocked(timeout); err != nil {
-		return res, err
+	if err := e.waitGraceLocked(o.Timeout); err != nil {
+		return nil, err
 	}
 	old := c.latest
 	p, err := e.buildPlan(g, outs, old.lay)
 	if err != nil {
-		return res, fmt.Errorf("%w: %w", ErrSwap, err)
+		return nil, fmt.Errorf("%w: %w", ErrSwap, err)
 	}
 	if err := e.resolveOutputs(p, false); err != nil {
-		return res, fmt.Errorf("%w: %w", ErrSwap, err)
+		return nil, fmt.Errorf("%w: %w", ErrSwap, err)
 	}
-
+	p.atTakeUp = o.AtTakeUp
+	ps := &PreparedSwap{e: e, g: g, p: p, old: old}
 	if e.needsPool(p, c.pool, c.batch) {
 		pl, err := e.newPool(p)
 		if err != nil {
-			return res, fmt.Errorf("%w: %w", ErrSwap, err)
+			return nil, fmt.Errorf("%w: %w", ErrSwap, err)
 		}
-		p.pool = pl
-		c.pool, res.PoolChange = pl, true
+		p.pool, ps.pool, p.repools = pl, pl, true // pl is nil when p runs inline
+	}
+	return ps, nil
+}
+
+// Publish publishes the prepared plan: the I/O loop takes it up at its
+// next batch boundary (running SwapOptions.AtTakeUp there). It fails
+// (wrapping ErrSwap, the engine unchanged and the prepared swap aborted)
+// when the engine stopped or was swapped since PrepareSwap; a second call
+// fails too.
+func (ps *PreparedSwap) Publish() (SwapResult, error) {
+	e := ps.e
+	c := &e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var res SwapResult
+	if ps.done {
+		return res, fmt.Errorf("%w: this prepared swap was published or aborted already", ErrSwap)
+	}
+	switch {
+	case c.stopped:
+		ps.abortLocked()
+		return res, fmt.Errorf("%w: the engine has stopped", ErrSwap)
+	case c.latest != ps.old:
+		ps.abortLocked()
+		return res, fmt.Errorf("%w: the engine was swapped (to %q) since this swap was prepared", ErrSwap, c.latest.graph.Name())
+	}
+	ps.done = true
+	p, g, old := ps.p, ps.g, ps.old
+	if p.repools {
+		c.pool, res.PoolChange = p.pool, true
 	}
 	c.batch = p.batch
 	c.gen++
@@ -168,6 +251,25 @@ func (e *Engine) Swap(g *pipelines.Graph, outs Outputs, timeout time.Duration) (
 	}
 	e.planPtr.Store(p)
 	return res, nil
+}
+
+// Abort drops a prepared swap that was not published: the executor it
+// started, if any, is closed. Calling it after Publish does nothing.
+func (ps *PreparedSwap) Abort() {
+	c := &ps.e.ctl
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps.abortLocked()
+}
+
+func (ps *PreparedSwap) abortLocked() {
+	if ps.done {
+		return
+	}
+	ps.done = true
+	if ps.pool != nil {
+		ps.pool.exec.Close()
+	}
 }
 
 // waitGraceLocked waits until the plan before the latest is retired, then
@@ -192,6 +294,7 @@ func (e *Engine) waitGraceLocked(timeout time.Duration) error {
 // has not started: nothing is in flight, c.mu is held (RunContext takes it
 // before it starts the loop).
 func (e *Engine) adoptBeforeRun(p *plan) {
+	e.takeUp(p)
 	old := e.cur
 	if p.pool != nil || p.inline != nil {
 		if e.pool != nil {
@@ -435,9 +538,9 @@ func compareStages(old, g *pipelines.Graph) (kept, reset, added, removed []strin
 }
 
 // WaitActive waits until the plan a swap published is in use on the data
-// path: its first batch completed (ActiveAt), or, on an idle engine, the
-// old plan retired with nothing in flight. It returns false when ctx ends
-// first.
+// path: its first batch completed (ActiveAt). It returns false when ctx
+// ends first, as it does on an engine that receives nothing
+// (WaitTakenUp needs no traffic).
 func (e *Engine) WaitActive(ctx context.Context, r SwapResult) bool {
 	p := r.plan
 	if p == nil {
@@ -451,6 +554,30 @@ func (e *Engine) WaitActive(ctx context.Context, r SwapResult) bool {
 			return false
 		}
 		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// WaitTakenUp waits until the I/O loop took the plan the swap published
+// up, at a batch boundary (SwapOptions.AtTakeUp ran then), and returns
+// when, with AtTakeUp's error. Unlike WaitActive it needs no traffic: an
+// idle I/O loop takes a plan up at its next turn. It fails when ctx ends
+// first or the engine stopped without taking the plan up.
+func (e *Engine) WaitTakenUp(ctx context.Context, r SwapResult) (time.Time, error) {
+	p := r.plan
+	if p == nil {
+		return time.Time{}, fmt.Errorf("wait for a swap: no swap")
+	}
+	for {
+		if ns := p.takenUpAt.Load(); ns != 0 {
+			return time.Unix(0, ns), p.takeUpErr // written before takenUpAt
+		}
+		if e.ctl.done.Load() && p.takenUpAt.Load() == 0 {
+			return time.Time{}, fmt.Errorf("wait for the swap to %q: the engine stopped before it took the plan up", p.graph.Name())
+		}
+		if err := ctx.Err(); err != nil {
+			return time.Time{}, fmt.Errorf("wait for the swap to %q: not taken up: %w", p.graph.Name(), err)
+		}
+		time.Sleep(10 * time.Microsecond)
 	}
 }
 

@@ -87,6 +87,7 @@ func buildFilter(c *BuildContext) Template {
 	}
 	ok := true
 	var rules []filterRule
+	var pos []rulePos
 	if o.Rules.Kind != 0 {
 		if o.Rules.Kind != yaml.SequenceNode {
 			c.Errorf(&o.Rules, "rules: want a list of rules")
@@ -96,6 +97,7 @@ func buildFilter(c *BuildContext) Template {
 				r, good := parseFilterRule(c, n)
 				ok = ok && good
 				rules = append(rules, r)
+				pos = append(pos, rulePos{line: int32(n.Line), col: int32(n.Column), accept: r.action == Target{}})
 			}
 		}
 	}
@@ -116,6 +118,7 @@ func buildFilter(c *BuildContext) Template {
 			"action %s: too many distinct filter actions (at most %d)", bad, MaxEdges-1)
 		return nil
 	}
+	t.keepForKernel(rules, pos) // the kernel half's input (offload.go)
 	return t
 }
 
@@ -166,6 +169,7 @@ type filterTemplate struct {
 	cls      *filterClassifier
 	ruleEdge []Edge   // per rule, then the default's at index len(rules)
 	keys     []string // counter keys, same indexing
+	kernel   kernelInput
 }
 
 func (t *filterTemplate) Edges() []Target { return t.edges }

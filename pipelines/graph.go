@@ -18,6 +18,7 @@ import (
 // already made it.
 type Graph struct {
 	name     string
+	file     string // the config's file name, for positions
 	settings Settings
 	nodes    []gnode
 	topo     []int32 // every node, entry first, each before all its successors
@@ -25,6 +26,11 @@ type Graph struct {
 	ports    []string
 	reasons  []string
 	samplers []SamplerInfo
+	// offload is the kernel half's plans (Offload), made from what the
+	// compile kept, once per mode: the graph is all a consumer needs
+	// after parse (the workers' runners, the split, the stage
+	// declarations).
+	offload *offloadMemo
 }
 
 type gnode struct {
@@ -98,7 +104,7 @@ func (g *Graph) Stages() []StageInfo {
 // link builds the Graph from a compile that found no problems.
 func (c *compiler) link() (*Graph, error) {
 	s := c.spec
-	g := &Graph{name: s.Name, settings: s.Settings, samplers: c.samplers}
+	g := &Graph{name: s.Name, file: s.File, settings: s.Settings, samplers: c.samplers, offload: &offloadMemo{}}
 
 	// Reasons and ports in order of first appearance in the file.
 	type occ struct {

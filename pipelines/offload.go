@@ -1,14 +1,13 @@
 package pipelines
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/warpflow/warpflow/rings"
-	"go.yaml.in/yaml/v3"
 )
 
 // The partition compiler: which part of a pipeline the XDP program runs.
@@ -17,7 +16,7 @@ import (
 // do. It can decide the ones the pipeline's first rules decide, when
 // those rules need only what it parses cheaply and end in drop or pass,
 // so that a flood the first filter drops costs no UMEM frame, ring pass
-// or worker time. PlanOffload finds the longest prefix of the first
+// or worker time. Graph.Offload finds the longest prefix of the first
 // filter's rules (the filter right after the entry parse stage) that can
 // move: first match is kept exactly, so the first rule that cannot move
 // ends the prefix, and the plan says which one and why. The prefix becomes
@@ -88,7 +87,7 @@ type KernelRules struct {
 type OffloadMode uint8
 
 const (
-	OffloadAuto OffloadMode = iota // move the longest prefix PlanOffload finds
+	OffloadAuto OffloadMode = iota // move the longest prefix Graph.Offload finds
 	OffloadNone                    // the kernel only steers; everything runs on the workers
 )
 
@@ -144,26 +143,46 @@ type OffloadPlan struct {
 	Kernel KernelRules // Actions is empty when Moved == 0
 }
 
-// ErrOffloadSpec is returned by PlanOffload for a spec and graph that do
-// not belong together.
-var ErrOffloadSpec = errors.New("offload plan: spec does not match the graph")
+// kernelInput is what a filter keeps for the kernel half, so that
+// Graph.Offload plans the split from the compiled graph alone: the YAML is
+// parsed once, at compile, and a swap plans nothing. head holds the first
+// KernelMaxRules rules as parsed (no rule past them can move: the kernel's
+// table holds that many), pos every rule's position and whether its
+// action is accept (the zero Target, which shares edge 0 with a rule that
+// names the next stage: the plan prints the two differently).
+type kernelInput struct {
+	head []filterRule
+	pos  []rulePos
+}
+
+// rulePos is one rule's mapping in the config, without the file name
+// (the graph's).
+type rulePos struct {
+	line, col int32
+	accept    bool
+}
+
+// keepForKernel records the kernel half's input of a filter built from
+// rules (positions pos).
+func (t *filterTemplate) keepForKernel(rules []filterRule, pos []rulePos) {
+	t.kernel = kernelInput{head: rules[:min(len(rules), KernelMaxRules)], pos: pos}
+}
+
+// offloadMemo holds the graph's plans, one per mode, made at the first
+// Offload call.
+type offloadMemo struct {
+	once [2]sync.Once
+	plan [2]*OffloadPlan
+}
 
 // LoadOffload parses and compiles the pipeline config data (as Load does)
-// and plans its split under mode.
+// and plans its split under mode (Graph.Offload).
 func LoadOffload(file string, data []byte, mode OffloadMode) (*Graph, *OffloadPlan, error) {
-	s, err := Parse(file, data)
-	if s == nil {
-		return nil, nil, err
-	}
-	g, err := Compile(s)
+	g, err := Load(file, data)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := PlanOffload(s, g, mode)
-	if err != nil {
-		return nil, nil, err
-	}
-	return g, p, nil
+	return g, g.Offload(mode), nil
 }
 
 // LoadOffloadFile is LoadOffload of the config at path.
@@ -175,50 +194,63 @@ func LoadOffloadFile(path string, mode OffloadMode) (*Graph, *OffloadPlan, error
 	return LoadOffload(path, data, mode)
 }
 
-// PlanOffload plans the split of g, compiled from s, under mode.
-func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
+// Offload returns the split of g under mode: which of its first filter's
+// rules the XDP program runs, and their kernel tables. It is planned from
+// what the compile kept (no YAML is read), once per mode, at the first
+// call; later calls return the same plan, which callers must not modify.
+// Safe for concurrent use. A daemon plans when it loads a pipeline, so a
+// swap to it has both halves ready.
+func (g *Graph) Offload(mode OffloadMode) *OffloadPlan {
+	m := min(int(mode), 1)
+	g.offload.once[m].Do(func() { g.offload.plan[m] = g.planOffload(mode) })
+	return g.offload.plan[m]
+}
+
+// planOffload plans the split of g under mode.
+func (g *Graph) planOffload(mode OffloadMode) *OffloadPlan {
 	p := &OffloadPlan{Pipeline: g.name, Mode: mode}
 	if mode == OffloadNone {
 		p.Why = "offload: none: the XDP program only steers frames to the workers"
-		return p, nil
+		return p
 	}
 	if len(g.topo) == 0 {
 		p.Why = "the pipeline has no stages"
-		return p, nil
+		return p
 	}
 	entry := &g.nodes[g.topo[0]]
 	if _, ok := entry.tmpl.(*parseTemplate); !ok || entry.terminal || len(entry.edges) != 1 {
 		p.Why = fmt.Sprintf("the pipeline starts with stage %q (%s), not parse: the kernel parses only for a filter right after parse", entry.name, entry.kind)
-		return p, nil
+		return p
 	}
-	fi := entry.edges[0]
-	fn := &g.nodes[fi]
+	fn := &g.nodes[entry.edges[0]]
 	ft, ok := fn.tmpl.(*filterTemplate)
 	if !ok || fn.terminal {
 		p.Why = fmt.Sprintf("stage %q after parse is a %s, not a filter: nothing to move", fn.name, fn.kind)
 		if isBalance(fn) {
 			p.Why = fmt.Sprintf("stage %q after parse is a balance: %s", fn.name, BalanceKernelReason)
 		}
-		return p, nil
+		return p
 	}
 	p.Filter = fn.name
-	if int(fi) >= len(s.Stages) || s.Stages[fi].Name != fn.name {
-		return nil, fmt.Errorf("%w: stage %d is not %q", ErrOffloadSpec, fi, fn.name)
+	in := &ft.kernel
+	if len(in.pos) != len(ft.ruleEdge)-1 {
+		// A filter template not built from a config (only tests make
+		// those): nothing is known of its rules' positions.
+		p.Why = fmt.Sprintf("filter %q was not compiled from a config: nothing to move", fn.name)
+		return p
 	}
-	rules, pos, err := reparseFilterRules(s, int(fi))
-	if err != nil {
-		return nil, err
-	}
-	if len(rules)+1 != len(ft.ruleEdge) {
-		return nil, fmt.Errorf("%w: filter %q has %d rules in the spec, %d compiled", ErrOffloadSpec, fn.name, len(rules), len(ft.ruleEdge)-1)
-	}
-	p.Rules = make([]OffloadRule, len(rules))
+	p.Rules = make([]OffloadRule, len(in.pos))
 	stopped := false
 	var src, dst [2]int // prefixes per family in the kernel's tables so far
-	for i := range rules {
-		r := &rules[i]
-		to := &g.nodes[fn.edges[ft.ruleEdge[i]]]
-		or := OffloadRule{Index: i, Pos: pos[i], Action: actionName(r.action, to)}
+	for i := range in.pos {
+		rp := in.pos[i]
+		e := ft.ruleEdge[i]
+		to := &g.nodes[fn.edges[e]]
+		action := ft.edges[e]
+		if rp.accept {
+			action = Target{}
+		}
+		or := OffloadRule{Index: i, Pos: Pos{File: g.file, Line: int(rp.line), Col: int(rp.col)}, Action: actionName(action, to)}
 		if !stopped {
 			why := ""
 			switch {
@@ -230,10 +262,11 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 				why = fmt.Sprintf("its action transmits on port %q: the kernel half only drops and passes", to.label)
 			case to.verdict != rings.VerdictDrop && to.verdict != rings.VerdictPass:
 				why = fmt.Sprintf("its action %s is not drop or pass", or.Action)
-			case i >= KernelMaxRules:
+			case i >= KernelMaxRules || i >= len(in.head):
 				why = fmt.Sprintf("the kernel's table holds %d rules", KernelMaxRules)
 			}
 			if why == "" {
+				r := &in.head[i]
 				ns, nd := countFamilies(r.src), countFamilies(r.dst)
 				for f := range 2 {
 					if src[f]+ns[f] > KernelMaxPrefixes-1 || dst[f]+nd[f] > KernelMaxPrefixes-1 {
@@ -255,11 +288,11 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 		}
 		p.Rules[i] = or
 	}
-	if def := &g.nodes[fn.edges[ft.ruleEdge[len(rules)]]]; !stopped && !def.terminal && isBalance(def) {
+	if def := &g.nodes[fn.edges[ft.ruleEdge[len(in.pos)]]]; !stopped && !def.terminal && isBalance(def) {
 		p.After = fmt.Sprintf("the filter's default leads to balance stage %q: %s", def.name, BalanceKernelReason)
 	}
 	if p.Moved > 0 {
-		p.Kernel = buildKernelRules(rules[:p.Moved], p.Rules[:p.Moved])
+		p.Kernel = buildKernelRules(in.head[:p.Moved], p.Rules[:p.Moved])
 		var any uint64
 		for _, v := range p.Kernel.L3 {
 			any |= v
@@ -268,7 +301,7 @@ func PlanOffload(s *Spec, g *Graph, mode OffloadMode) (*OffloadPlan, error) {
 			p.Rules[i].Idle = any&(1<<i) == 0
 		}
 	}
-	return p, nil
+	return p
 }
 
 func isBalance(n *gnode) bool { return n.kind == balanceKind.Name }
@@ -295,37 +328,6 @@ func actionName(t Target, to *gnode) string {
 		return "accept (to " + to.name + ", pass)"
 	}
 	return "accept (to " + to.name + ")"
-}
-
-// reparseFilterRules decodes stage fi's rules again with the filter's own
-// rule parser (the compiled template keeps only the classifier), with the
-// rules' positions. s compiled without errors, so none are expected.
-func reparseFilterRules(s *Spec, fi int) ([]filterRule, []Pos, error) {
-	st := &s.Stages[fi]
-	node := st.Node
-	if node == nil {
-		node = synthesize(st)
-	}
-	errs := &ErrorList{}
-	c := &BuildContext{Name: st.Name, Kind: st.Type, File: s.File, Node: node, errs: errs,
-		samplers: new([]SamplerInfo), common: []string{"name", "type", "next"}}
-	var o filterOptions
-	if !c.Decode(&o) {
-		return nil, nil, fmt.Errorf("%w: %v", ErrOffloadSpec, errs.Err())
-	}
-	var rules []filterRule
-	var pos []Pos
-	if o.Rules.Kind == yaml.SequenceNode {
-		for _, n := range o.Rules.Content {
-			r, ok := parseFilterRule(c, n)
-			if !ok {
-				return nil, nil, fmt.Errorf("%w: %v", ErrOffloadSpec, errs.Err())
-			}
-			rules = append(rules, r)
-			pos = append(pos, c.Pos(n))
-		}
-	}
-	return rules, pos, nil
 }
 
 // buildKernelRules lays the prefix rules out as the kernel's tables.

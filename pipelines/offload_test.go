@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -281,4 +282,111 @@ func FuzzKernelRules(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOffloadFromGraph: the split is planned from the compiled graph (no
+// spec, no YAML), once per mode, the same plan to every caller at once;
+// rule positions, accept against an action that names the next stage,
+// and the rules past the kernel's 64 are as the config says.
+func TestOffloadFromGraph(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`name: g
+stages:
+  - {name: parse, type: parse}
+  - name: acl
+    type: filter
+    default: rewrite
+    rules:
+      - {proto: udp, dst_port: 9, action: "drop:nine"}
+`)
+	for i := range 70 {
+		fmt.Fprintf(&b, "      - {proto: tcp, dst_port: %d, action: \"drop:big\"}\n", 100+i)
+	}
+	b.WriteString(`      - {proto: udp, dst_port: 8, action: accept}
+      - {proto: udp, dst_port: 7, action: rewrite}
+  - {name: rewrite, type: rewrite, src_mac: "02:00:00:00:00:01"}
+  - {name: out, type: tx, port: out0}
+`)
+	g, err := Load("g.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := make(chan *OffloadPlan, 8)
+	for range 8 {
+		go func() { plans <- g.Offload(OffloadAuto) }()
+	}
+	p := <-plans
+	for range 7 {
+		if q := <-plans; q != p {
+			t.Fatal("concurrent Offload calls returned different plans")
+		}
+	}
+	if g.Offload(OffloadAuto) != p || g.Offload(OffloadNone) == p || g.Offload(OffloadNone) != g.Offload(OffloadNone) {
+		t.Fatal("Offload does not keep one plan per mode")
+	}
+	if p.Filter != "acl" || len(p.Rules) != 73 || p.Moved != 64 || !strings.Contains(p.StopReason, "holds 64 rules") {
+		t.Fatalf("plan: filter %q, %d rules, %d moved, stop %q", p.Filter, len(p.Rules), p.Moved, p.StopReason)
+	}
+	r0, acc, last := p.Rules[0], p.Rules[71], p.Rules[72]
+	if r0.Action != "drop:nine" || r0.Pos != (Pos{File: "g.yaml", Line: 8, Col: 9}) || !r0.Kernel || r0.Verdict != rings.VerdictDrop || r0.Label != "nine" {
+		t.Errorf("rule 0: %+v", r0)
+	}
+	// accept and an action naming the next stage share edge 0 but are
+	// different actions to the reader.
+	if acc.Action != "accept (to rewrite)" || acc.Pos.Line != 79 || acc.Kernel {
+		t.Errorf("rule 71: %+v", acc)
+	}
+	if last.Action != "rewrite" || last.Pos.Line != 80 || last.Kernel || last.Index != 72 {
+		t.Errorf("rule 72: %+v", last)
+	}
+	if len(p.Kernel.Actions) != 64 || p.Kernel.Actions[0] != KernelDrop {
+		t.Errorf("kernel actions %v", p.Kernel.Actions)
+	}
+	none := g.Offload(OffloadNone)
+	if none.Moved != 0 || !strings.Contains(none.Why, "offload: none") {
+		t.Errorf("offload none: %+v", none)
+	}
+}
+
+// largeFilterYAML is a parse → filter → tx pipeline whose filter drops
+// UDP port 9 and then has n TCP rules (BENCHMARKS.md's swap timing:
+// 100,000).
+func largeFilterYAML(n int) []byte {
+	var b strings.Builder
+	b.WriteString("name: large\nstages:\n  - {name: parse, type: parse}\n  - name: acl\n    type: filter\n    default: out\n    rules:\n" +
+		"    - {proto: udp, dst_port: 9, action: \"drop:nine\"}\n")
+	for i := range n {
+		fmt.Fprintf(&b, "    - {proto: tcp, src_port: %d, dst_port: %d, action: \"drop:big\"}\n", 1+i/60000, 1+i%60000)
+	}
+	b.WriteString("  - {name: out, type: tx, port: out0}\n")
+	return []byte(b.String())
+}
+
+// BenchmarkLoadLarge is the compile of a 100,000-rule pipeline, and
+// BenchmarkOffloadLarge the part of it that plans the kernel half from
+// the compiled graph (what a load adds, and what a swap no longer does
+// with a parse of its own):
+//
+//	go test ./pipelines -run '^$' -bench 'LoadLarge|OffloadLarge' -benchtime 3x
+func BenchmarkLoadLarge(b *testing.B) {
+	src := largeFilterYAML(100000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Load("large.yaml", src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkOffloadLarge(b *testing.B) {
+	g, err := Load("large.yaml", largeFilterYAML(100000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := g.planOffload(OffloadAuto); p.Moved != 64 {
+			b.Fatalf("moved %d", p.Moved)
+		}
+	}
 }

@@ -29,13 +29,15 @@
 //   - The kernel half of a split pipeline (offload.go): the same program,
 //     before steering, decides the frames the pipeline's first filter
 //     rules decide when those rules read only what it parses and end in
-//     drop or pass (pipelines.PlanOffload finds them). Rules are data:
+//     drop or pass (pipelines.Graph.Offload finds them). Rules are data:
 //     per field, a table from the field's value to the bitmap of rules it
 //     satisfies (arrays for protocol, ports, VLAN, TCP flags, fragment;
 //     LPM tries for addresses), AND-ed, lowest bit first. LoadRules
 //     writes a new set without reloading or re-verifying the program, into
 //     the inactive of two slots under a per-slot sequence number, then
-//     flips the active slot: a frame reads one slot and checks its
+//     flips the active slot (StageRules and StagedRules.Activate do the
+//     two apart, so a swap flips the kernel at the workers' batch
+//     boundary, one map write): a frame reads one slot and checks its
 //     sequence before and after, so it sees one set whole, or (while a slot
 //     is rewritten under it) none and goes to the workers, who run the
 //     whole pipeline. The parser decides only frames the workers' parse

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 )
@@ -79,6 +81,9 @@ type offloadState struct {
 	// shadow is what each slot's array tables hold, so a load writes only
 	// the entries that changed; prefixes likewise, to delete the old ones.
 	shadow [2]offloadShadow
+	// staged is the set StageRules wrote into the idle slot, until it is
+	// discarded or, activated, settled into gen, base and n (settleLocked).
+	staged *StagedRules
 }
 
 type offloadShadow struct {
@@ -158,24 +163,80 @@ func lpmKey(slot uint32, p netip.Prefix) any {
 // leaves every frame to the workers. It returns r's generation (1, 2, ...),
 // the key of RuleCounters. On error the active set is unchanged.
 //
-// The tables of the inactive slot are rewritten where they differ from
-// what the slot held, so a load that changes little writes little.
+// LoadRules is StageRules and Activate at once; a caller that must put the
+// set in force at a moment of its own (a pipeline swap, at the workers'
+// batch boundary) stages it first.
 func (p *Program) LoadRules(r *OffloadRules) (uint64, error) {
+	s, err := p.StageRules(r)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Activate(); err != nil {
+		s.Discard()
+		return 0, err
+	}
+	return s.gen, nil
+}
+
+// StagedRules is a rule set written into a program's idle slot by
+// StageRules and not yet in force: Activate puts it in force, Discard
+// gives the slot back. At most one set is staged per program at a time.
+type StagedRules struct {
+	p    *Program
+	gen  uint64
+	slot uint32
+	base []RuleCount // the slot's hit counters when it was staged
+	n    int
+	// state moves staged -> activating -> active (or back to staged when
+	// the write fails), or staged -> discarded; Activate and Discard race
+	// through it, so exactly one of them wins.
+	state atomic.Int32
+}
+
+const (
+	stagedIdle int32 = iota
+	stagedActivating
+	stagedActive
+	stagedDiscarded
+)
+
+// ErrStaged is returned by StageRules while another staged set is neither
+// activated nor discarded, and by Activate of a discarded set.
+var ErrStaged = errors.New("staged kernel rule set")
+
+// StageRules writes r into the program's idle slot (the one the set
+// before the active one held) without putting it in force: frames go on
+// using the active set until Activate. Everything that can fail or take
+// time (checking r, every table write) happens here, so that Activate is
+// one map write. It returns the staged set, generation the active one's
+// plus one. On error nothing changed for any frame; the slot is left
+// marked as being written, and the next load rewrites it whole.
+//
+// The tables of the slot are rewritten where they differ from what it
+// held, so a load that changes little writes little. The set the slot
+// held (the previous generation) is no longer in the kernel once staging
+// began, but its counters stay readable (RuleCounters) until Activate:
+// no frame reads that slot, so they are final.
+func (p *Program) StageRules(r *OffloadRules) (*StagedRules, error) {
 	if r == nil {
 		r = &OffloadRules{}
 	}
 	if err := r.check(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
 	if closed {
-		return 0, fmt.Errorf("load rules on %s: %w", p.iface, net.ErrClosed)
+		return nil, fmt.Errorf("load rules on %s: %w", p.iface, net.ErrClosed)
 	}
 	o := &p.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.settleLocked()
+	if o.staged != nil {
+		return nil, fmt.Errorf("load rules on %s: %w (generation %d) is neither activated nor discarded", p.iface, ErrStaged, o.staged.gen)
+	}
 	gen := o.gen + 1
 	slot := uint32(gen & 1)
 	ctx := fmt.Sprintf("load kernel rules on %s (generation %d)", p.iface, gen)
@@ -183,38 +244,115 @@ func (p *Program) LoadRules(r *OffloadRules) (uint64, error) {
 
 	base, err := p.readHits(slot, len(r.Actions))
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", ctx, err)
+		return nil, fmt.Errorf("%s: %w", ctx, err)
 	}
 	// Odd: frames reading this slot from now on leave it to the workers.
 	// Only frames of a set two generations old can still be reading it.
 	if err := m.OffCtl.Put(uint32(ctlSeq0+slot), o.seq[slot]+1); err != nil {
-		return 0, fmt.Errorf("%s: begin: %w", ctx, err)
+		return nil, fmt.Errorf("%s: begin: %w", ctx, err)
 	}
 	o.seq[slot]++
 	sh := &o.shadow[slot]
 	werr := p.writeSlot(slot, r, sh)
-	n := uint64(len(r.Actions))
 	if werr == nil {
-		werr = m.OffCtl.Put(uint32(ctlNRules0+slot), n)
+		werr = m.OffCtl.Put(uint32(ctlNRules0+slot), uint64(len(r.Actions)))
 	}
 	if werr != nil {
 		// The slot is inactive and stays odd: no frame uses it. The next
 		// load rewrites it in full.
 		sh.valid = false
-		return 0, fmt.Errorf("%s: %w", ctx, werr)
+		return nil, fmt.Errorf("%s: %w", ctx, werr)
 	}
 	if err := m.OffCtl.Put(uint32(ctlSeq0+slot), o.seq[slot]+1); err != nil {
 		sh.valid = false
-		return 0, fmt.Errorf("%s: end: %w", ctx, err)
+		return nil, fmt.Errorf("%s: end: %w", ctx, err)
 	}
 	o.seq[slot]++
-	if err := m.OffCtl.Put(uint32(ctlActive), uint64(slot)); err != nil {
-		return 0, fmt.Errorf("%s: activate: %w", ctx, err)
+	s := &StagedRules{p: p, gen: gen, slot: slot, base: base, n: len(r.Actions)}
+	o.staged = s
+	return s, nil
+}
+
+// Generation is the staged set's generation: RuleCounters' key once it
+// is active.
+func (s *StagedRules) Generation() uint64 { return s.gen }
+
+// Activate puts the staged set in force: one write of the program's
+// active-slot word, which every frame reads once as it enters the program.
+// A frame that entered before finishes on the set it read; every later
+// frame uses this one. It takes no lock and does no other work, so that a
+// caller can flip the kernel at a moment of its choosing (the engine's I/O
+// loop at a batch boundary); it is safe from any goroutine, and a second
+// call after success does nothing. RuleGeneration and RuleCounters follow
+// the new generation from the next call on. An error leaves the previous
+// set in force and this one staged.
+func (s *StagedRules) Activate() error {
+	for {
+		switch s.state.Load() {
+		case stagedActive:
+			return nil
+		case stagedDiscarded:
+			return fmt.Errorf("activate kernel rules on %s (generation %d): %w: discarded", s.p.iface, s.gen, ErrStaged)
+		case stagedActivating:
+			// Another goroutine is writing the word: wait for its result.
+			runtime.Gosched()
+			continue
+		}
+		if s.state.CompareAndSwap(stagedIdle, stagedActivating) {
+			break
+		}
 	}
-	o.base[slot] = base
-	o.n[slot] = len(r.Actions)
-	o.gen = gen
-	return gen, nil
+	if err := s.p.objs.OffCtl.Put(uint32(ctlActive), uint64(s.slot)); err != nil {
+		s.state.Store(stagedIdle)
+		return fmt.Errorf("activate kernel rules on %s (generation %d): %w", s.p.iface, s.gen, err)
+	}
+	s.state.Store(stagedActive)
+	return nil
+}
+
+// Active reports whether Activate succeeded.
+func (s *StagedRules) Active() bool { return s.state.Load() == stagedActive }
+
+// Discard gives the idle slot back without putting the set in force (a
+// swap refused after its kernel half was staged): the active set and the
+// previous one's counters are as they were. It reports false, doing
+// nothing, when the set was activated first.
+func (s *StagedRules) Discard() bool {
+	for {
+		switch st := s.state.Load(); st {
+		case stagedActive:
+			return false
+		case stagedDiscarded:
+			return true
+		case stagedActivating:
+			runtime.Gosched()
+			continue
+		}
+		if s.state.CompareAndSwap(stagedIdle, stagedDiscarded) {
+			break
+		}
+	}
+	o := &s.p.off
+	o.mu.Lock()
+	if o.staged == s {
+		o.staged = nil
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// settleLocked takes an activated staged set into the bookkeeping: it is
+// now the active generation, its slot's counters count from its base.
+// o.mu is held.
+func (o *offloadState) settleLocked() {
+	s := o.staged
+	if s == nil || s.state.Load() != stagedActive {
+		return
+	}
+	o.base[s.slot] = s.base
+	o.n[s.slot] = s.n
+	o.gen = s.gen
+	o.staged = nil
 }
 
 // writeSlot writes r into slot's tables, entries that differ from sh.
@@ -393,6 +531,7 @@ func (p *Program) readHits(slot uint32, n int) ([]RuleCount, error) {
 func (p *Program) RuleGeneration() uint64 {
 	p.off.mu.Lock()
 	defer p.off.mu.Unlock()
+	p.off.settleLocked()
 	return p.off.gen
 }
 
@@ -404,6 +543,7 @@ func (p *Program) RuleCounters(gen uint64) ([]RuleCount, error) {
 	o := &p.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.settleLocked()
 	if gen == 0 || gen > o.gen || gen+1 < o.gen {
 		return nil, fmt.Errorf("rule counters of generation %d on %s: not held (active %d, previous kept)", gen, p.iface, o.gen)
 	}

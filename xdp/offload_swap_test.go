@@ -180,6 +180,93 @@ func TestLoadRules(t *testing.T) {
 	}
 }
 
+// TestStageRules: a staged set changes nothing for any frame until
+// Activate, which flips it in with one write and keeps the previous set's
+// counters; a discarded one leaves everything as it was; one staged set
+// at a time; Activate from many goroutines at once succeeds once.
+func TestStageRules(t *testing.T) {
+	p := loadedProgram(t)
+	drop9 := kernelRulesOf(t, `      - {proto: udp, dst_port: 9, action: "drop:nine"}
+`)
+	drop8 := kernelRulesOf(t, `      - {proto: udp, dst_port: 8, action: "drop:eight"}
+`)
+	g1, err := p.LoadRules(drop9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFrame(t, p, udp4Frame(9))
+	s, err := p.StageRules(drop8)
+	if err != nil || s.Generation() != g1+1 || s.Active() {
+		t.Fatalf("stage: %+v, %v", s, err)
+	}
+	if _, err := p.StageRules(drop9); !errors.Is(err, ErrStaged) {
+		t.Fatalf("a second stage while one is staged: %v", err)
+	}
+	// Staged, not in force: drop9 still decides, its counters count on,
+	// and the generation is the old one.
+	if runFrame(t, p, udp4Frame(9)) != xdpDrop || runFrame(t, p, udp4Frame(8)) != xdpPass || p.RuleGeneration() != g1 {
+		t.Fatal("a staged set is in force before Activate")
+	}
+	if h, err := p.RuleCounters(g1); err != nil || h[0].Packets != 2 {
+		t.Fatalf("active set's counters while another is staged: %+v, %v", h, err)
+	}
+	if _, err := p.RuleCounters(s.Generation()); err == nil {
+		t.Fatal("counters of a staged generation: no error")
+	}
+	// Activate from 8 goroutines at once: one write, every call succeeds.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- s.Activate() }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("activate: %v", err)
+		}
+	}
+	if !s.Active() || s.Discard() || p.RuleGeneration() != s.Generation() {
+		t.Fatalf("after activate: active %v, generation %d", s.Active(), p.RuleGeneration())
+	}
+	if runFrame(t, p, udp4Frame(8)) != xdpDrop || runFrame(t, p, udp4Frame(9)) != xdpPass {
+		t.Fatal("the activated set is not in force")
+	}
+	if h, err := p.RuleCounters(g1); err != nil || h[0].Packets != 2 {
+		t.Fatalf("previous set's counters after the flip: %+v, %v", h, err)
+	}
+	if h, err := p.RuleCounters(s.Generation()); err != nil || len(h) != 1 || h[0].Packets != 1 {
+		t.Fatalf("new set's counters: %+v, %v", h, err)
+	}
+
+	// Stage drop9 over g1's slot and discard it: drop8 stays in force,
+	// g1's counters are still readable, and the next stage is allowed.
+	d, err := p.StageRules(drop9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Discard() || d.Activate() == nil {
+		t.Fatal("a discarded set could be activated")
+	}
+	if runFrame(t, p, udp4Frame(8)) != xdpDrop || runFrame(t, p, udp4Frame(9)) != xdpPass || p.RuleGeneration() != s.Generation() {
+		t.Fatal("a discarded set changed what is in force")
+	}
+	if h, err := p.RuleCounters(g1); err != nil || h[0].Packets != 2 {
+		t.Fatalf("previous set's counters after a discarded stage over its slot: %+v, %v", h, err)
+	}
+	g4, err := p.LoadRules(drop9)
+	if err != nil || g4 != s.Generation()+1 {
+		t.Fatalf("load after a discard: gen %d, %v", g4, err)
+	}
+	if runFrame(t, p, udp4Frame(9)) != xdpDrop {
+		t.Fatal("drop9 not in force after the load")
+	}
+	if h, _ := p.RuleCounters(g4); h[0].Packets != 1 {
+		t.Fatalf("generation %d counters %+v: want a fresh count", g4, h)
+	}
+}
+
 // TestLoadRulesSwapNoMix swaps two rule sets as fast as it can while
 // frames run through the program, each load rewriting a slot that held
 // the other set. Set A drops port 9 (rule 0) and passes

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/control"
@@ -99,12 +100,14 @@ its stage (and edge); otherwise it ends, and the reply says why.
 			var active []string
 			for _, ns := range rep.ActiveAfterNs {
 				if ns < 0 {
-					active = append(active, "no traffic yet")
+					active = append(active, "not taken up")
 				} else {
 					active = append(active, fmt.Sprintf("%.1fµs", float64(ns)/1e3))
 				}
 			}
 			fmt.Fprintf(w, "  on the data path after: %s\n", strings.Join(active, ", "))
+			tm := rep.Timing
+			fmt.Fprintf(w, "  took %s: prepare %s, kernel load %s, flip %s\n", time.Duration(tm.TotalNs), time.Duration(tm.PrepareNs), time.Duration(tm.KernelLoadNs), time.Duration(tm.FlipNs))
 			fmt.Fprintf(w, "  counters kept: %s\n", listOrNone(withoutImplicitDrops(rep.Kept)))
 			if len(rep.Reset) > 0 {
 				fmt.Fprintf(w, "  counters reset (same name, another kind): %s\n", strings.Join(rep.Reset, ", "))

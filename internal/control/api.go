@@ -206,7 +206,7 @@ type StageNode struct {
 }
 
 // Split is a pipeline's partition between the XDP program and the
-// workers (pipelines.PlanOffload).
+// workers (pipelines.Graph.Offload).
 type Split struct {
 	Mode string `json:"mode"` // the daemon's offload option: auto or none
 	// InForce: these rules are loaded in the programs now (the running
@@ -252,11 +252,16 @@ type SwapReply struct {
 	Reset      []string `json:"reset"`
 	Added      []string `json:"added"`
 	Removed    []string `json:"removed"`
-	// ActiveAfter is how long after the swap returned to this reply each
-	// queue's first batch on the new plan completed; a queue with no
-	// traffic yet shows -1.
+	// ActiveAfterNs is, per queue, how long after its new plan was
+	// published the queue's I/O loop took it up at a batch boundary: from
+	// then on every frame it receives goes to the new pipeline, and the
+	// queue's interface runs the new kernel rules (the first of its
+	// queues to take the plan up flips them). An idle queue takes a plan
+	// up at its next turn: no traffic is needed.
 	ActiveAfterNs []int64 `json:"active_after_ns"`
-	Queues        int     `json:"queues"`
+	// Timing says where the swap's time went.
+	Timing SwapTiming `json:"timing"`
+	Queues int        `json:"queues"`
 	// CountersReset are the kept stages whose own counters (rule hits,
 	// count keys, sample counts) start again because the stage's
 	// configuration changed.
@@ -264,6 +269,23 @@ type SwapReply struct {
 	// Capture says what the swap did to a running capture: "follows"
 	// (the new pipeline has the tapped stage and edge) or why it ended.
 	Capture string `json:"capture,omitempty"`
+}
+
+// SwapTiming is where a swap's time went, in nanoseconds. No YAML is
+// parsed in a swap: a pipeline is compiled, its kernel half too, when it
+// is loaded.
+type SwapTiming struct {
+	// PrepareNs: building and checking every queue's plan for the new
+	// pipeline (and starting a worker pool where it needs another one).
+	PrepareNs int64 `json:"prepare_ns"`
+	// KernelLoadNs: writing the new kernel rules into the idle slot of
+	// every XDP program; none of them is in force yet.
+	KernelLoadNs int64 `json:"kernel_load_ns"`
+	// FlipNs: from publishing the first queue's plan to the last queue
+	// taking its plan up (and with it the kernel rules flipping in).
+	FlipNs int64 `json:"flip_ns"`
+	// TotalNs: the whole swap as the daemon saw it, checks included.
+	TotalNs int64 `json:"total_ns"`
 }
 
 // Stats is what the daemon counted, in total and per queue. Every field

@@ -87,7 +87,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.off.mode, d.off.plan, err = planOffload(cfg.Offload, cfg.PipelinePath(), src); err != nil {
+	if d.off.mode, d.off.plan, err = planOffload(cfg.Offload, d.graph); err != nil {
 		return nil, err
 	}
 	if err := d.checkPass(d.graph); err != nil {

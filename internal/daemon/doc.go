@@ -12,9 +12,14 @@
 //
 // The control side (control.go, capture.go) is the backend of the control
 // API (internal/control): a store of compiled pipelines (the startup one,
-// and what `warpctl pipeline load` added), a swap that takes every queue's
-// engine to a stored pipeline live (dataplane.Engine.Swap; a queue that
-// refuses sends those already swapped back), stats read without pausing
+// and what `warpctl pipeline load` added, each compiled with its kernel
+// half when it is stored), a swap that takes every queue's engine and
+// every XDP program's kernel rules to a stored pipeline live, parsing
+// nothing: every queue's plan prepared and the rules staged in each
+// program's idle slot before anything changes (a refusal leaves both
+// halves as they were), then each queue's I/O loop flips its interface's
+// rules at the batch boundary at which it takes its plan up (Daemon.Swap
+// says what a frame in flight sees), stats read without pausing
 // the data path (with every stage's own counters: rule hits, count keys,
 // sample counts), the ports and what the kernel granted, and a capture tap
 // (pipelines.Tap) drained to a pcap file by a goroutine of its own. The

@@ -1,10 +1,14 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
@@ -55,23 +59,25 @@ type ifaceRules struct {
 	plan, prevPlan *pipelines.OffloadPlan
 }
 
-// planOffload parses mode and plans the split of the pipeline config
-// (path, src) that the daemon runs.
-func planOffload(mode, path string, src []byte) (pipelines.OffloadMode, *pipelines.OffloadPlan, error) {
+// planOffload parses mode and returns the split of g under it: planned
+// from the compiled graph (pipelines.Graph.Offload), once per graph and
+// mode, so the YAML is never read again for the kernel half.
+func planOffload(mode string, g *pipelines.Graph) (pipelines.OffloadMode, *pipelines.OffloadPlan, error) {
 	m, err := pipelines.ParseOffloadMode(mode)
 	if err != nil {
 		return 0, nil, err
 	}
-	if src == nil {
-		if src, err = os.ReadFile(path); err != nil {
-			return 0, nil, fmt.Errorf("read pipeline config: %w", err)
-		}
+	return m, g.Offload(m), nil
+}
+
+// kernelRulesOf is plan's rule set for the programs: nil (an empty set)
+// when the plan moves nothing.
+func kernelRulesOf(plan *pipelines.OffloadPlan) *xdp.OffloadRules {
+	if plan == nil || plan.Moved == 0 {
+		return nil
 	}
-	_, plan, err := pipelines.LoadOffload(path, src, m)
-	if err != nil {
-		return 0, nil, err
-	}
-	return m, plan, nil
+	r := xdp.OffloadRules(plan.Kernel)
+	return &r
 }
 
 // loadKernelRules loads plan's kernel rules into prog (an empty set when
@@ -95,16 +101,11 @@ func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipeline
 		ir = &ifaceRules{}
 		o.ifs[iface] = ir
 	}
-	var rules *xdp.OffloadRules
-	if plan != nil && plan.Moved > 0 {
-		r := xdp.OffloadRules(plan.Kernel)
-		rules = &r
-	}
 	var overwritten []xdp.RuleCount
 	if ir.prevGen != 0 && ir.prevPlan != nil {
 		overwritten, _ = prog.RuleCounters(ir.prevGen)
 	}
-	gen, err := prog.LoadRules(rules)
+	gen, err := prog.LoadRules(kernelRulesOf(plan))
 	if err != nil {
 		return fmt.Errorf("load the pipeline's kernel rules into the XDP program on %s: %w", iface, err)
 	}
@@ -114,8 +115,14 @@ func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipeline
 	ir.prevGen, ir.prevPlan = ir.gen, ir.plan
 	ir.gen, ir.plan = gen, plan
 	o.plan = plan
+	d.logSplit(iface, gen, plan)
+	return nil
+}
+
+// logSplit logs the split plan in force on iface (generation gen).
+func (d *Daemon) logSplit(iface string, gen uint64, plan *pipelines.OffloadPlan) {
 	if plan == nil {
-		return nil
+		return
 	}
 	attrs := []any{"interface", iface, "mode", plan.Mode.String(), "generation", gen, "kernel_rules", plan.Moved, "rules", len(plan.Rules)}
 	if plan.Filter != "" {
@@ -128,7 +135,6 @@ func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipeline
 		attrs = append(attrs, "stopped_by", fmt.Sprintf("rule[%d] (line %d): %s", plan.Moved, plan.Rules[plan.Moved].Pos.Line, plan.StopReason))
 	}
 	d.log.Info("pipeline split", attrs...)
-	return nil
 }
 
 // addRuleHits adds hits of plan's kernel rules to m: drops under their
@@ -179,18 +185,31 @@ func (d *Daemon) addKernelReasons(t *Counts) []control.KernelRuleStats {
 				addRuleHits(m, ir.prevPlan, hits)
 			}
 		}
-		if ir.gen == 0 || ir.plan == nil {
+		// The set in force: ir's, or, while a swap has it staged and
+		// not yet flipped in (its counters are not held yet), the
+		// previous one, which is still the active set.
+		gen, plan := ir.gen, ir.plan
+		if gen == 0 || plan == nil {
 			continue
 		}
-		hits, err := prog.RuleCounters(ir.gen)
-		if err != nil {
+		hits, err := prog.RuleCounters(gen)
+		switch {
+		case err == nil:
+			addRuleHits(m, plan, hits)
+		case ir.prevPlan != nil && prog.RuleGeneration() == ir.prevGen:
+			// Staged, not in force yet: list the previous set, whose
+			// hits are counted above.
+			gen, plan = ir.prevGen, ir.prevPlan
+			if hits, err = prog.RuleCounters(gen); err != nil {
+				continue
+			}
+		default:
 			continue
 		}
-		addRuleHits(m, ir.plan, hits)
-		for i := range min(len(hits), ir.plan.Moved) {
-			r := ir.plan.Rules[i]
-			rules = append(rules, control.KernelRuleStats{Interface: n, Pipeline: ir.plan.Pipeline, Generation: ir.gen,
-				Filter: ir.plan.Filter, Rule: i, Line: r.Pos.Line, Action: r.Action, Packets: hits[i].Packets, Bytes: hits[i].Bytes})
+		for i := range min(len(hits), plan.Moved) {
+			r := plan.Rules[i]
+			rules = append(rules, control.KernelRuleStats{Interface: n, Pipeline: plan.Pipeline, Generation: gen,
+				Filter: plan.Filter, Rule: i, Line: r.Pos.Line, Action: r.Action, Packets: hits[i].Packets, Bytes: hits[i].Bytes})
 		}
 	}
 	for k, v := range m {
@@ -201,47 +220,169 @@ func (d *Daemon) addKernelReasons(t *Counts) []control.KernelRuleStats {
 	return rules
 }
 
-// swapKernelRules replans the split for pipeline (file, src), just made
-// the running one, and loads it into every program. A pipeline whose plan
-// fails gets an empty kernel set (everything to the workers, which run
-// the whole pipeline: always correct) and an error in the log. Each frame
-// sees the old pipeline's kernel rules or the new one's, never a mix; the
-// workers, running the new pipeline, decide the rest.
-func (d *Daemon) swapKernelRules(file, src string) {
-	_, plan, err := planOffload(d.off.mode.String(), file, []byte(src))
-	if err != nil {
-		d.log.Error("plan the pipeline split; the kernel decides nothing until the next swap", "pipeline", file, "err", err)
-		plan = nil
+// kernelSwap is the kernel half of one swap: the new pipeline's kernel
+// rules staged in the idle slot of every program, each flipped in by the
+// first of its interface's queues to take the new plan up (flip), then
+// recorded (commitKernel), or, the swap refused, given back
+// (discardKernel). See Daemon.Swap for what a frame sees.
+type kernelSwap struct {
+	plan  *pipelines.OffloadPlan
+	flips map[string]*kernelFlip // by interface
+}
+
+// kernelFlip is one program's staged set and what the staging changed in
+// the daemon's bookkeeping (to undo it if the swap is refused).
+type kernelFlip struct {
+	iface  string
+	prog   *xdp.Program
+	staged *xdp.StagedRules
+	// overwritten are the final counters of the set whose slot the
+	// staging took (the previous generation), folded into the retired
+	// totals at staging; was is the interface's bookkeeping before.
+	overwritten []xdp.RuleCount
+	was         ifaceRules
+	// at is when the set was first flipped in (unix ns; 0: not yet).
+	at atomic.Int64
+}
+
+// flip puts f's staged set in force. It is a queue's engine's AtTakeUp
+// (dataplane.SwapOptions): the queue's I/O loop calls it at the batch
+// boundary at which it takes the new plan up, so it does one map write
+// and takes no lock; every queue of the interface calls it, the first
+// one's call flips, the others find it done.
+func (f *kernelFlip) flip() error {
+	if err := f.staged.Activate(); err != nil {
+		return err
 	}
-	names := make([]string, 0, len(d.progs))
-	for n := range d.progs {
-		names = append(names, n)
+	f.at.CompareAndSwap(0, time.Now().UnixNano())
+	return nil
+}
+
+// stageKernel writes plan's kernel rules into the idle slot of every
+// program, nothing in force yet, and moves the bookkeeping to the new
+// generation: the set that was in force becomes the previous one (still
+// counted, and listed in the stats until the flip), and the counters of
+// the set the staging overwrote join the retired totals, so a stats read
+// counts every kernel decision once before the flip and after it. On
+// error every program is as it was.
+func (d *Daemon) stageKernel(plan *pipelines.OffloadPlan) (*kernelSwap, error) {
+	k := &kernelSwap{plan: plan, flips: map[string]*kernelFlip{}}
+	rules := kernelRulesOf(plan)
+	o := &d.off
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ifs == nil {
+		o.ifs, o.retired = map[string]*ifaceRules{}, map[string]uint64{}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := d.loadKernelRules(n, d.progs[n], plan); err != nil {
-			d.log.Error("swap the kernel rules", "interface", n, "err", err)
+	for _, n := range d.progNames() {
+		prog := d.progs[n]
+		ir := o.ifs[n]
+		if ir == nil {
+			ir = &ifaceRules{}
+			o.ifs[n] = ir
 		}
+		f := &kernelFlip{iface: n, prog: prog, was: *ir}
+		if ir.prevGen != 0 && ir.prevPlan != nil {
+			// Final: no frame reads that slot (it went out of force a
+			// swap ago), and staging leaves its counters as they are.
+			f.overwritten, _ = prog.RuleCounters(ir.prevGen)
+		}
+		st, err := prog.StageRules(rules)
+		if err != nil {
+			d.discardKernelLocked(k)
+			return nil, fmt.Errorf("load the pipeline's kernel rules into the XDP program on %s: %w", n, err)
+		}
+		f.staged = st
+		k.flips[n] = f
+		if f.overwritten != nil {
+			addRuleHits(o.retired, ir.prevPlan, f.overwritten)
+		}
+		ir.prevGen, ir.prevPlan = ir.gen, ir.plan
+		ir.gen, ir.plan = st.Generation(), plan
+	}
+	return k, nil
+}
+
+// discardKernel gives back the slots stageKernel took, for a refused
+// swap, and undoes its bookkeeping: the sets in force never changed.
+func (d *Daemon) discardKernel(k *kernelSwap) {
+	d.off.mu.Lock()
+	defer d.off.mu.Unlock()
+	d.discardKernelLocked(k)
+}
+
+func (d *Daemon) discardKernelLocked(k *kernelSwap) {
+	o := &d.off
+	for n, f := range k.flips {
+		f.staged.Discard() // never published: no queue could flip it
+		if f.overwritten != nil {
+			subRuleHits(o.retired, f.was.prevPlan, f.overwritten)
+		}
+		*o.ifs[n] = f.was
+	}
+}
+
+// flipRest flips in, from the control side, any staged set no queue's
+// I/O loop flipped (an interface whose queues all stopped, or whose
+// AtTakeUp failed), so the kernel half never lags the workers past the
+// swap, and returns the errors of those it could not flip. k.flips is
+// read, never written, once plans are published: I/O loops read it.
+func (k *kernelSwap) flipRest() error {
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(k.flips)) {
+		if err := k.flips[n].flip(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// commitKernel records k's plan as the one in force and logs the split
+// on every interface; an interface whose set could not be flipped in
+// (flipRest) is put back as it was, so the bookkeeping says what the
+// program runs.
+func (d *Daemon) commitKernel(k *kernelSwap) {
+	o := &d.off
+	o.mu.Lock()
+	o.plan = k.plan
+	for _, n := range slices.Sorted(maps.Keys(k.flips)) {
+		f := k.flips[n]
+		if f.staged.Discard() {
+			if f.overwritten != nil {
+				subRuleHits(o.retired, f.was.prevPlan, f.overwritten)
+			}
+			*o.ifs[n] = f.was
+			d.log.Error("the new kernel rules could not be flipped in: the old ones stay in force", "interface", n, "generation", f.was.gen)
+			continue
+		}
+		d.logSplit(n, f.staged.Generation(), k.plan)
+	}
+	o.mu.Unlock()
+}
+
+// subRuleHits undoes addRuleHits.
+func subRuleHits(m map[string]uint64, plan *pipelines.OffloadPlan, hits []xdp.RuleCount) {
+	sub := map[string]uint64{}
+	addRuleHits(sub, plan, hits)
+	for k, v := range sub {
+		m[k] -= v
 	}
 }
 
 // split describes s's partition for `pipeline show`: for the running
 // pipeline the plan in force with its kernel rules' hits (summed over the
-// interfaces), for a stored one the plan a swap to it would load. Called
-// with ctlMu held (Swap, which changes the plan in force, holds it too).
+// interfaces), for a stored one the plan a swap to it would load (made
+// when it was loaded). Called with ctlMu held (Swap, which changes the
+// plan in force, holds it too).
 func (d *Daemon) split(s *stored) *control.Split {
 	if s.name != d.running {
-		_, plan, err := planOffload(d.off.mode.String(), s.file, []byte(s.source))
-		if err != nil {
-			return &control.Split{Mode: d.off.mode.String(), Why: "plan the split: " + err.Error()}
-		}
-		return control.SplitOf(plan)
+		return control.SplitOf(s.graph.Offload(d.off.mode))
 	}
 	o := &d.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.plan == nil {
-		return &control.Split{Mode: o.mode.String(), InForce: true, Why: "no split in force: planning it failed (see the daemon's log); the workers run the whole pipeline"}
+		return &control.Split{Mode: o.mode.String(), InForce: true, Why: "no split in force: no XDP program holds this pipeline's kernel rules; the workers run the whole pipeline"}
 	}
 	sp := control.SplitOf(o.plan)
 	sp.InForce = true

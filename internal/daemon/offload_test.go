@@ -3,13 +3,14 @@ package daemon
 import (
 	"testing"
 
+	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/xdp"
 )
 
 // TestKernelAccounting: the kernel's decisions join a queue's counts so
 // that they balance, and rule hits map to their reasons (passes apart).
 func TestKernelAccounting(t *testing.T) {
-	_, plan, err := planOffload("auto", "p.yaml", []byte(`name: p
+	g, err := pipelines.Load("p.yaml", []byte(`name: p
 stages:
   - {name: parse, type: parse}
   - name: f
@@ -24,6 +25,10 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
+	mode, plan, err := planOffload("auto", g)
+	if err != nil || mode != pipelines.OffloadAuto || plan != g.Offload(pipelines.OffloadAuto) {
+		t.Fatalf("plan: mode %v, %v (the graph's own plan: %v)", mode, err, plan == g.Offload(pipelines.OffloadAuto))
+	}
 	if plan.Moved != 3 {
 		t.Fatalf("moved %d:\n%s", plan.Moved, plan.Explain())
 	}
@@ -37,7 +42,7 @@ stages:
 	if qs.Received != 20 || qs.Dropped != 11 || qs.Passed != 2 || !qs.Balanced || qs.XDPDropped != 8 || qs.XDPPassed != 2 {
 		t.Errorf("queue stats %+v", qs.Counts)
 	}
-	if _, _, err := planOffload("off", "p.yaml", nil); err == nil {
+	if _, _, err := planOffload("off", g); err == nil {
 		t.Error("offload off: no error")
 	}
 }
