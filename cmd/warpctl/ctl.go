@@ -37,6 +37,13 @@ type ctlOpts struct {
 	tokenFile string
 	json      bool
 	timeout   time.Duration
+	// From the contexts file (context.go): the context's name and inline
+	// token; with --all, every context, for a command that allowsAll.
+	context   string
+	token     string
+	all       bool
+	allowsAll bool
+	contexts  []ctlContext
 }
 
 // addCtlFlags adds --socket, --token-file and --timeout (and --json for
@@ -53,6 +60,7 @@ func addCtlFlags(cmd *cobra.Command, o *ctlOpts, withJSON bool) {
 	if withJSON {
 		cmd.Flags().BoolVar(&o.json, "json", false, "print the reply as JSON")
 	}
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return o.resolve(cmd) }
 }
 
 // client is the daemon's client. Over TCP it sends the token: from
@@ -63,6 +71,10 @@ func (o *ctlOpts) client() *client.Client {
 	var opts []client.Option
 	switch {
 	case !strings.HasPrefix(o.socket, "tcp://"):
+	case o.token != "": // the context's own
+		opts = append(opts, client.WithToken(o.token))
+	case o.context != "" && o.tokenFile != "": // the context's own file
+		opts = append(opts, client.WithTokenFile(o.tokenFile, false))
 	case os.Getenv("WARPCTL_TOKEN") != "":
 		opts = append(opts, client.WithToken(os.Getenv("WARPCTL_TOKEN")))
 	case o.tokenFile != "":

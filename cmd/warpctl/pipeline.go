@@ -157,6 +157,9 @@ func newPipelineList() *cobra.Command {
 		Short: "List the pipelines stored in warpflowd, the running one marked",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.all {
+				return runAllPipelines(cmd, &o)
+			}
 			ctx, cancel := o.ctx(cmd)
 			defer cancel()
 			l, err := o.client().Pipelines(ctx)
@@ -181,6 +184,7 @@ func newPipelineList() *cobra.Command {
 			return nil
 		},
 	}
+	o.allowsAll = true
 	addCtlFlags(cmd, &o, true)
 	return cmd
 }

@@ -21,6 +21,9 @@ their counters, and where each of the queue's UMEM frames is.
 
 ` + controlExitCodesHelp,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.all {
+				return runAllPorts(cmd, &o)
+			}
 			ctx, cancel := o.ctx(cmd)
 			defer cancel()
 			r, err := o.client().Ports(ctx)
@@ -57,6 +60,7 @@ their counters, and where each of the queue's UMEM frames is.
 			return nil
 		},
 	}
+	o.allowsAll = true
 	addCtlFlags(cmd, &o, true)
 	return cmd
 }

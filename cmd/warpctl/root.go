@@ -63,7 +63,8 @@ func newRootCommand() *cobra.Command {
 		return failf(codeUsage, "%v", err)
 	})
 	root.AddCommand(newReplayCommand(), newValidateCommand(), newBenchCommand(), newVersionCommand())
-	root.AddCommand(newLabCommand(), newGenCommand())
+	root.AddCommand(newLabCommand(), newGenCommand(), newDoctorCommand())
 	root.AddCommand(newControlCommands()...)
+	addContextFlags(root)
 	return root
 }

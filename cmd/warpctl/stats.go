@@ -34,6 +34,12 @@ every frame is. --watch repeats it every --interval, with rates.
 ` + controlExitCodesHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.all {
+				if watch {
+					return failf(codeUsage, "--all and --watch: use one")
+				}
+				return runAllStats(cmd, &o)
+			}
 			c := o.client()
 			defer c.Close()
 			var prev *control.Stats
@@ -68,6 +74,7 @@ every frame is. --watch repeats it every --interval, with rates.
 			}
 		},
 	}
+	o.allowsAll = true
 	addCtlFlags(cmd, &o, true)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "repeat every --interval (with rates) until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "--watch interval")
@@ -128,6 +135,9 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 			state = "ended: " + c.Stopped
 		}
 		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
+	}
+	if s.Watch != nil {
+		printWatch(w, s.Watch)
 	}
 	printStageCounters(w, s, prev, dt)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)

@@ -56,7 +56,7 @@ type flags struct {
 	statsInterval                                time.Duration
 	socket, socketGroup, controlTCP, metricsAddr string
 	tokenFile, captureDir                        string
-	timing                                       bool
+	timing, watch                                bool
 }
 
 func newCommand() *cobra.Command {
@@ -101,6 +101,7 @@ continue none left to serve), 2 usage or config error.`,
 	fl.StringVar(&f.captureDir, "capture-dir", "", "the directory captures are made in, by name (default "+daemon.DefaultCaptureDir+")")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at /metrics on this address (a bare port listens on loopback); off by default")
 	fl.BoolVar(&f.timing, "timing", false, "measure per-stage time (stats ns/packet; a clock read per stage per batch)")
+	fl.BoolVar(&f.watch, "watch", false, "follow the pipeline file: swap a changed file in live, keep the running pipeline when it is invalid")
 	return cmd
 }
 
@@ -142,12 +143,12 @@ func run(cmd *cobra.Command, f flags) error {
 	log.Info("control API", "listen", srv.Addrs(), "token_file", srv.TokenFile(), "capture_dir", cfg.CaptureDir)
 	var metrics *control.MetricsServer
 	if cfg.MetricsAddr != "" {
-		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats); err != nil {
+		if metrics, err = control.ServeMetrics(cfg.MetricsAddr, d.Stats, d.Ready); err != nil {
 			srv.Close()
 			d.Close()
 			return err
 		}
-		log.Info("metrics", "listen", metrics.Addr(), "path", "/metrics")
+		log.Info("metrics", "listen", metrics.Addr(), "path", "/metrics", "health", []string{"/healthz", "/readyz"})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -259,6 +260,9 @@ func applyFlags(cfg *daemon.Config, f flags) error {
 	}
 	if f.timing {
 		cfg.Timing = true
+	}
+	if f.watch {
+		cfg.Watch = true
 	}
 	return nil
 }

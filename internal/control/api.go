@@ -301,6 +301,8 @@ type Stats struct {
 	Queues     []QueueStats `json:"queues"`
 	LinkLosses uint64       `json:"link_losses"`
 	Capture    *CaptureInfo `json:"capture,omitempty"`
+	// Watch is the pipeline file watch's account (config watch: true).
+	Watch *WatchStats `json:"watch,omitempty"`
 	// KernelRules are the split pipeline's kernel rules in force on each
 	// receiving interface, with what the XDP program decided by each
 	// since that rule set was loaded (a swap starts a new set; the old

@@ -112,7 +112,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mReceived, mReceivedBytes, mTxPackets, mTxBytes, mDropped, mPassed, mBatches, mKernel,
 		mRedirected, mNoSocket, mXDPDropped, mXDPPassed, mXDPRule, mXDPRuleBytes, mTXCopied, mFrames, mStagePackets, mStageBytes, mStageCalls, mStageSeconds, mStageDrops,
 		mWorkerPackets, mWorkerBatches, mWorkerParks, mSwaps, mGeneration, mPipeline, mLinkLosses, mUptime, mCapture,
-		mStageCounter, mStageCounterB, mSampleCands, mSampleWritten} {
+		mStageCounter, mStageCounterB, mSampleCands, mSampleWritten, mWatch, mWatchInSync} {
 		ch <- d
 	}
 }
@@ -133,6 +133,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if s.Capture != nil {
 		counter(mCapture, float64(s.Capture.Written))
 	}
+	watchMetrics(ch, s.Watch)
 	for _, r := range s.KernelRules {
 		rule := strconv.Itoa(r.Rule)
 		counter(mXDPRule, float64(r.Packets), r.Interface, r.Pipeline, rule, r.Action)
@@ -246,8 +247,9 @@ type MetricsServer struct {
 	ln  net.Listener
 }
 
-// ServeMetrics listens on addr (see MetricsAddr) and serves /metrics.
-func ServeMetrics(addr string, stats func() Stats) (*MetricsServer, error) {
+// ServeMetrics listens on addr (see MetricsAddr) and serves /metrics, and
+// /healthz and /readyz (health.go) with ready.
+func ServeMetrics(addr string, stats func() Stats, ready func() Readiness) (*MetricsServer, error) {
 	a, err := MetricsAddr(addr)
 	if err != nil {
 		return nil, err
@@ -258,6 +260,7 @@ func ServeMetrics(addr string, stats func() Stats) (*MetricsServer, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", MetricsHandler(stats))
+	HealthHandlers(mux, ready)
 	m := &MetricsServer{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}}
 	go m.srv.Serve(ln)
 	return m, nil

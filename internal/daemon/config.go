@@ -95,6 +95,11 @@ type Config struct {
 	// missing; every component must be owned by root or the daemon's user
 	// and writable by nobody else, and none may be a link.
 	CaptureDir string `yaml:"capture_dir"`
+	// Watch follows the pipeline file: its directory is watched (a
+	// Kubernetes ConfigMap volume swaps a ..data symlink), and a changed
+	// file is validated and swapped in live; an invalid one is refused
+	// and the running pipeline kept (watch.go).
+	Watch bool `yaml:"watch"`
 
 	// File is where the config was read from ("" for flags only).
 	File string `yaml:"-"`

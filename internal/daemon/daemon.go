@@ -39,7 +39,9 @@ type Daemon struct {
 	linkLosses atomic.Uint64
 	rep        *repeats // rate-limits log lines that can repeat
 	closeOnce  sync.Once
-	off        offloadState // the kernel half of the split pipeline (offload.go)
+	draining   atomic.Bool                   // Run's context ended: /readyz says so (health.go)
+	watch      atomic.Pointer[pipelineWatch] // the pipeline file's watch, while Run runs it (watch.go)
+	off        offloadState                  // the kernel half of the split pipeline (offload.go)
 
 	// The control side: the pipeline store and the running pipeline's
 	// name (ctlMu serialises loads, swaps, removes and captures), the
@@ -60,7 +62,8 @@ type queue struct {
 	ifaces []string // interfaces it uses: its own and its outputs
 	cpu    int      // -1: not pinned
 	cancel context.CancelFunc
-	lost   atomic.Bool // its interface went: stopped, not failed
+	lost   atomic.Bool  // its interface went: stopped, not failed
+	state  atomic.Int32 // queueStarting, queueRunning or queueStopped (health.go)
 }
 
 // New checks cfg, loads the pipeline, attaches the programs and opens the
@@ -300,6 +303,11 @@ func (d *Daemon) Run(parent context.Context) error {
 	lost := make(chan string, 16)
 	stopWatch := d.watchLinks(ctx, lost)
 	defer stopWatch()
+	if d.cfg.Watch {
+		// It ends with ctx, as the drain begins: no file is swapped in
+		// while the queues drain.
+		defer d.startWatch(ctx)()
+	}
 	var tick <-chan time.Time
 	if iv := time.Duration(d.cfg.StatsInterval); iv > 0 {
 		t := time.NewTicker(iv)
@@ -311,6 +319,7 @@ func (d *Daemon) Run(parent context.Context) error {
 	for running := len(d.queues); running > 0; {
 		select {
 		case <-ctx.Done():
+			d.draining.Store(true)
 			ctx = context.Background() // fire once; keep collecting the queues
 			cancelAll()
 		case iface := <-lost:
@@ -360,7 +369,9 @@ func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
 			d.log.Warn("pin I/O loop", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "cpu", qq.cpu, "err", err)
 		}
 	}
+	qq.state.Store(queueRunning)
 	err := qq.eng.RunContext(ctx, nil)
+	qq.state.Store(queueStopped)
 	if err != nil && !qq.lost.Load() {
 		d.log.Error("queue stopped", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "err", err)
 	}

@@ -40,6 +40,12 @@
 // a queue lacks is refused in one line. Loads, swaps, removes and
 // captures are serialised by one mutex; reads take none on the data path.
 //
+// With watch: true (watch.go) it follows the pipeline file by watching
+// its directory (a ConfigMap volume renames a ..data symlink), and swaps a
+// changed, valid file in through the same load and Swap as warpctl; an
+// invalid one is refused, logged and counted, the running pipeline kept.
+// Health (health.go) answers /readyz from the queues' states.
+//
 // Setup failures come back as one error line that names the cause and the
 // fix (a missing interface, a missing capability, a kernel without AF_XDP,
 // a queue another process holds), with everything made so far undone.

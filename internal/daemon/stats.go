@@ -29,6 +29,7 @@ func (d *Daemon) Stats() Stats {
 	if ci := d.captureInfo(); ci.Active || ci.Stopped != "" {
 		s.Capture = &ci
 	}
+	s.Watch = d.watchStats()
 	s.Totals.Drops, s.Totals.Kernel = map[string]uint64{}, map[string]uint64{}
 	s.Totals.Ports = map[string]control.PortCount{}
 	for _, qq := range d.queues {
