@@ -44,7 +44,7 @@ type proc struct {
 	once    sync.Once
 }
 
-func watchDaemon(ns string, readyRE *regexp.Regexp, name string, args ...string) (*proc, error) {
+func startProc(ns string, readyRE *regexp.Regexp, name string, args ...string) (*proc, error) {
 	p := &proc{readyRE: readyRE, ready: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
 	pr, pw, err := os.Pipe()
@@ -197,7 +197,7 @@ stats_interval: 0s
 		// path (or a before-binary run beside) does not refuse it.
 		args = append(args, "--socket", filepath.Join(w.dir, "warpflowd-"+mode.String()+".sock"))
 	}
-	p, err := watchDaemon(w.ns, wfReadyRE, w.bin, args...)
+	p, err := startProc(w.ns, wfReadyRE, w.bin, args...)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func testpmdArgs(bin, ns string, cpus [2]int, prefix string, mode Mode) []string
 func (t *testpmd) start(ctx context.Context, mode Mode) error {
 	// nsenter --net, as an operator would; stdin stays a pipe so that a
 	// newline stops it.
-	p, err := watchDaemon("", tpReadyRE, "nsenter", testpmdArgs(t.bin, t.ns, t.cpus, t.prefix, mode)...)
+	p, err := startProc("", tpReadyRE, "nsenter", testpmdArgs(t.bin, t.ns, t.cpus, t.prefix, mode)...)
 	if err != nil {
 		return err
 	}
