@@ -3,12 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
-	"sync"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // ErrUnavailable wraps every reason the CUDA backend cannot run here: no
@@ -76,69 +71,6 @@ const (
 	funcAttrLocalBytes int32    = 3  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 	funcAttrSharedSize int32    = 1  // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 )
-
-var (
-	drvOnce sync.Once
-	drv     *driver
-	drvErr  error
-)
-
-// loadDriver opens libcuda.so.1 once per process.
-func loadDriver() (*driver, error) {
-	drvOnce.Do(func() {
-		if runtime.GOOS != "linux" {
-			drvErr = unavailable("the CUDA backend is built for linux only")
-			return
-		}
-		// Lazy module loading can deadlock against a kernel that never
-		// finishes: loading code later waits for the device to go idle.
-		if os.Getenv("CUDA_MODULE_LOADING") == "" {
-			os.Setenv("CUDA_MODULE_LOADING", "EAGER")
-		}
-		lib, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			drvErr = unavailable("%v", err)
-			return
-		}
-		d := &driver{}
-		syms := []struct {
-			fn   any
-			name string
-		}{
-			{&d.cuInit, "cuInit"}, {&d.cuDriverGetVersion, "cuDriverGetVersion"},
-			{&d.cuDeviceGetCount, "cuDeviceGetCount"}, {&d.cuDeviceGet, "cuDeviceGet"},
-			{&d.cuDeviceGetName, "cuDeviceGetName"}, {&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
-			{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-			{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-			{&d.cuCtxSetCurrent, "cuCtxSetCurrent"},
-			{&d.cuModuleLoadData, "cuModuleLoadData"}, {&d.cuModuleUnload, "cuModuleUnload"},
-			{&d.cuModuleGetFunction, "cuModuleGetFunction"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
-			{&d.cuStreamCreate, "cuStreamCreate"}, {&d.cuStreamDestroy, "cuStreamDestroy_v2"},
-			{&d.cuStreamSynchronize, "cuStreamSynchronize"}, {&d.cuStreamQuery, "cuStreamQuery"},
-			{&d.cuMemAlloc, "cuMemAlloc_v2"}, {&d.cuMemFree, "cuMemFree_v2"},
-			{&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-			{&d.cuMemsetD8Async, "cuMemsetD8Async"},
-			{&d.cuMemHostAlloc, "cuMemHostAlloc"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
-			{&d.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
-			{&d.cuMemHostRegister, "cuMemHostRegister_v2"}, {&d.cuMemHostUnregister, "cuMemHostUnregister"},
-			{&d.cuGetErrorName, "cuGetErrorName"}, {&d.cuFuncGetAttribute, "cuFuncGetAttribute"},
-			{&d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
-		}
-		for _, s := range syms {
-			if _, err := purego.Dlsym(lib, s.name); err != nil {
-				drvErr = unavailable("libcuda.so.1 lacks %s", s.name)
-				return
-			}
-			purego.RegisterLibFunc(s.fn, lib, s.name)
-		}
-		if r := d.cuInit(0); r != cuSuccess {
-			drvErr = unavailable("cuInit: %s", d.errName(r))
-			return
-		}
-		drv = d
-	})
-	return drv, drvErr
-}
 
 // errName returns the driver's name for r, e.g. CUDA_ERROR_INVALID_VALUE.
 func (d *driver) errName(r cuResult) string {

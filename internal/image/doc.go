@@ -14,7 +14,7 @@
 //     environment says: -trimpath (no build paths), -buildvcs=false (Go
 //     stamps VCS data only in some checkouts: it does not see a git
 //     worktree; the commit goes in the image's labels instead),
-//     -ldflags "-s -w -buildid=", CGO_ENABLED=0, GOFLAGS and
+//     -ldflags "-s -w -buildid=", -tags nocuda, CGO_ENABLED=0, GOFLAGS and
 //     GOEXPERIMENT cleared, GOAMD64=v1;
 //   - every tar entry (the layer's and the archive's) is written in
 //     sorted order with uid/gid 0 (but the state directories), no user
@@ -40,12 +40,14 @@
 // warpflowd with `--config /etc/warpflow/warpflowd.yaml`. Build refuses a
 // binary that is not static (an ELF interpreter or NEEDED libraries).
 //
-// warpctl is not in the image: its GPU backend loads libcuda through
-// purego, and purego under CGO_ENABLED=0 (internal/fakecgo) links the
-// binary against the C loader, libc, libdl and libpthread. A build tag
-// that leaves the GPU backend out would let a control-only warpctl in;
-// until then warpctl runs on the node, against the control socket that
-// the DaemonSet puts on a hostPath.
+// Both binaries are built with -tags nocuda: the CUDA backend loads
+// libcuda through purego, and purego under CGO_ENABLED=0 (its fakecgo)
+// links the binary against the C loader, libc, libdl and libpthread, which
+// a scratch image does not have (nor libcuda). The image's warpflowd and
+// warpctl therefore run the CPU backend only, and `backend: cuda` stops at
+// start with "cuda backend unavailable: this binary was built without the
+// CUDA backend" (gpu/driver_nocuda.go). warpctl is in the image for
+// `kubectl exec ... warpctl stats` against the pod's own socket.
 //
 // # Capabilities
 //

@@ -63,17 +63,14 @@ type Options struct {
 	Log io.Writer
 }
 
-// DefaultOptions builds warpflowd from the module at root into
-// root/bin/warpflow-image.tar. warpctl is not in it: its GPU backend loads
-// libcuda with purego, whose CGO_ENABLED=0 mode links the binary against
-// the C loader and libc (an ELF interpreter and NEEDED entries), which a
-// scratch image does not have; run warpctl on the node against the
-// control socket's hostPath, or from the host's netns.
+// DefaultOptions builds warpflowd and warpctl from the module at root into
+// root/bin/warpflow-image.tar, with -tags nocuda (see doc.go: the CUDA
+// backend's purego loader would make the binaries dynamic).
 func DefaultOptions(root string) Options {
 	return Options{
 		Root:     root,
 		Output:   filepath.Join(root, "bin", "warpflow-image.tar"),
-		Commands: []string{"./cmd/warpflowd"},
+		Commands: []string{"./cmd/warpflowd", "./cmd/warpctl"},
 		Unit:     filepath.Join(root, "cmd", "warpflowd", "warpflowd.service"),
 		GOARCH:   runtime.GOARCH,
 		Go:       "go",
@@ -225,7 +222,7 @@ func sourceOf(ctx context.Context, root string) (source, error) {
 // caller's GOFLAGS, GOEXPERIMENT and CGO settings do not leak in.
 func goBuild(ctx context.Context, o Options, pkg, out string) error {
 	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + o.GOARCH, "GOFLAGS=", "GOEXPERIMENT=", "GOAMD64=v1", "GOARM64=v8.0"}
-	_, err := output(ctx, o.Root, env, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+	_, err := output(ctx, o.Root, env, o.Go, "build", "-tags=nocuda", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
 	if err != nil {
 		return fmt.Errorf("image: go build %s: %w", pkg, err)
 	}
