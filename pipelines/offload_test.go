@@ -32,6 +32,7 @@ func TestKernelRulesAgreeWithOracle(t *testing.T) {
 				continue
 			}
 			m.Class = rings.ClassOK // the kernel decides class-OK frames only
+			m.CT = rings.CTUntracked // before any stage: no conntrack ran
 			want := oracleMatch(rules, &m)
 			if want == len(rules) {
 				want = -1
