@@ -1,6 +1,10 @@
 package pipelines
 
-import "github.com/warpflow/warpflow/rings"
+import (
+	"fmt"
+
+	"github.com/warpflow/warpflow/rings"
+)
 
 // Stateful stages (conntrack, nat, reassemble) keep state across batches
 // in their per-worker instances. Four things make that work:
@@ -149,4 +153,47 @@ func (r *Runner) Stage(name string) Stage {
 		}
 	}
 	return nil
+}
+
+// stageRef is an option of one stage that names another (nat's
+// conntrack): the compiler checks that the stage exists and is of kind.
+type stageRef struct {
+	name, kind string
+	option     string // the option that names it, for the error
+}
+
+// stageReferrer is implemented by templates whose options name stages.
+type stageReferrer interface {
+	stageRefs() []stageRef
+}
+
+// checkStageRefs reports every stage option that names a stage the
+// pipeline lacks, or one of another kind.
+func (c *compiler) checkStageRefs() {
+	for i := range c.stages {
+		sr, ok := c.stages[i].tmpl.(stageReferrer)
+		if !ok {
+			continue
+		}
+		st := &c.spec.Stages[i]
+		for _, ref := range sr.stageRefs() {
+			j, found := -1, false
+			for k := range c.spec.Stages {
+				if c.spec.Stages[k].Name == ref.name {
+					j, found = k, true
+					break
+				}
+			}
+			pos := st.Pos
+			if n := mappingValue(st.Node, ref.option); n != nil {
+				pos = Pos{File: c.spec.File, Line: n.Line, Col: n.Column}
+			}
+			switch {
+			case !found:
+				c.errs.Add(pos, st.Name, fmt.Sprintf("%s: no stage %q in the pipeline (want a %s stage)", ref.option, ref.name, ref.kind))
+			case c.spec.Stages[j].Type != ref.kind:
+				c.errs.Add(pos, st.Name, fmt.Sprintf("%s: stage %q is a %s stage, not %s", ref.option, ref.name, c.spec.Stages[j].Type, ref.kind))
+			}
+		}
+	}
 }
