@@ -6,7 +6,7 @@ func builtinKinds() map[string]Kind {
 	m := make(map[string]Kind, 12)
 	for _, k := range []Kind{
 		parseKind, filterKind, rewriteKind, balanceKind, countKind, sampleKind,
-		conntrackKind, natKind,
+		conntrackKind, natKind, reassembleKind,
 		txKind, dropKind, passKind,
 	} {
 		m[k.Name] = k
