@@ -382,3 +382,71 @@ func TestNATZeroAlloc(t *testing.T) {
 		t.Fatalf("%.1f allocations per batch", allocs)
 	}
 }
+
+// TestSteeringKeepsFlowsTogether runs a NAT pipeline on four runners as
+// the engine steers: every packet goes to the worker Steering.Worker
+// names. Replies (translated by the server's view), ICMP errors quoting
+// translated packets, and fragments reach the worker that holds their
+// session, and are translated back.
+func TestSteeringKeepsFlowsTogether(t *testing.T) {
+	g, err := Load("test.yaml", []byte(natYAML(`dnat: [{match: {dst: 198.51.100.1}, to: 10.0.0.5, port: 8080}]
+snat: [{match: {src: 10.0.0.0/8}, to: [192.0.2.1, 192.0.2.2]}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Steering()
+	if st == nil {
+		t.Fatal("no steering for a stateful graph")
+	}
+	const n = 4
+	a := stArena(t)
+	rigs := make([]*sfRig, n)
+	for w := range rigs {
+		rigs[w] = &sfRig{t: t, g: g, r: g.NewRunner(RunnerOptions{Worker: w, Workers: n}), a: a, now: 7}
+		rigs[w].b = rings.NewBatch(rings.MaxBatch, a)
+	}
+	send := func(p []byte) (sfOut, int) {
+		w := st.Worker(p, n)
+		return rigs[w].one(p), w
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	spread := map[int]int{}
+	for i := range 400 {
+		c := netip.AddrFrom4([4]byte{10, 2, byte(rnd.IntN(8)), byte(1 + rnd.IntN(250))}).String()
+		dst := srv
+		if i%3 == 0 {
+			dst = "198.51.100.1"
+		}
+		sp := uint16(1024 + rnd.IntN(60000))
+		o, w := send(sfUDP(t, c, dst, sp, 53, 40))
+		spread[w]++
+		if o.reason != "tx:out" {
+			t.Fatalf("flow %d: %s", i, o.reason)
+		}
+		ta, tb, tsp, tdp := pktTuple(o.pkt)
+		r, w2 := send(sfUDP(t, tb, ta, tdp, tsp, 40))
+		if w2 != w || ctClass(r.m.CT) != "established/reply" {
+			t.Fatalf("flow %d: reply on worker %d (flow on %d), class %s", i, w2, w, ctClass(r.m.CT))
+		}
+		if ra, rb, _, rdp := pktTuple(r.pkt); ra != dst || rb != c || rdp != sp {
+			t.Fatalf("flow %d: reply in as %s > %s:%d", i, ra, rb, rdp)
+		}
+		e, w3 := send(sfICMP4(t, tb, ta, 3, 3, 0, ipPart(o.pkt, 0)))
+		if w3 != w || ctClass(e.m.CT) != "related/reply" {
+			t.Fatalf("flow %d: ICMP error on worker %d (flow on %d), class %s", i, w3, w, ctClass(e.m.CT))
+		}
+	}
+	for w := range n {
+		if spread[w] < 40 {
+			t.Fatalf("flows per worker %v: steering does not spread", spread)
+		}
+	}
+	// Every fragment of a datagram (original direction) meets its first.
+	d := sfUDP(t, "10.3.0.1", srv, 999, 53, 300)
+	w0 := st.Worker(d, n)
+	for k, f := range fragV4(t, d, 104, 104) {
+		if w := st.Worker(f, n); w != w0 {
+			t.Fatalf("fragment %d steered to %d, datagram to %d", k, w, w0)
+		}
+	}
+}
