@@ -302,6 +302,12 @@ type ctStage struct {
 	live  liveTable
 
 	req atomic.Pointer[FlowRequest] // a control request to serve (conntrack.go's service)
+
+	// nat is the runner's nat stage that keeps its sessions in this
+	// table (it links itself): a new flow's translation is decided when
+	// its entry is made, so that the later packets of the same vector,
+	// which this stage tracks before the nat stage runs, already see it.
+	nat *natStage
 }
 
 // ctCarry is a table handover arranged by TakeState.
@@ -486,6 +492,9 @@ func (s *ctStage) create(k *ctTuple, expires uint32) (e uint32, ok bool) {
 // commitNew makes a created entry live and notes it for confirmation.
 func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
 	s.tab.add(e)
+	if s.nat != nil {
+		s.nat.decide(e, &s.tab.ent[e])
+	}
 	s.fresh = append(s.fresh, ctFresh{i: uint16(i), e: e})
 	return s.classify(b, i, e, 0)
 }

@@ -59,7 +59,7 @@ type ctEntry struct {
 	lastWscale uint8
 	lastFlags  uint8 // Linux's last_flags: tcpFl* of an ignored SYN, tcpSimOpen, tcpChallenge
 	retrans    uint8
-	_          uint8
+	natFlags   uint8 // natF* (nat.go)
 	lastEnd    uint32
 	lastSeq    uint32
 	lastAck    uint32

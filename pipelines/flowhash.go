@@ -22,9 +22,10 @@ import (
 //     the hash of the other endpoint's address alone, so that the
 //     client's packets to the public address and the target's replies to
 //     the client meet on one worker whatever the translation.
-//  3. everything else: a symmetric hash of the two addresses and the
-//     protocol (not the ports: a later IP fragment has none, and must
-//     reach the worker its first fragment went to).
+//  3. everything else: a symmetric hash of the two addresses (not the
+//     ports: a later IP fragment has none, and must reach the worker its
+//     first fragment went to; not the protocol: an ICMP error about a
+//     TCP flow must reach that flow's worker).
 //
 // So both directions of a flow, and every fragment of a datagram, go to
 // one worker; the stateful stages keep per-worker tables and take no
@@ -117,7 +118,7 @@ func (s *Steering) TupleWorker(a, b *[16]byte, ap, bp uint16, ports bool, proto 
 	case bs && !as:
 		h = steerHash1(a, v6)
 	default:
-		h = steerHash2(a, b, proto, v6)
+		h = steerHash2(a, b, v6)
 	}
 	return int((uint64(uint32(h)) * uint64(n)) >> 32)
 }
@@ -131,13 +132,13 @@ func steerHash1(a *[16]byte, v6 bool) uint64 {
 }
 
 // steerHash2 is symmetric in a and b.
-func steerHash2(a, b *[16]byte, proto uint8, v6 bool) uint64 {
+func steerHash2(a, b *[16]byte, v6 bool) uint64 {
 	a0, a1 := binary.BigEndian.Uint64(a[0:8]), binary.BigEndian.Uint64(a[8:16])
 	b0, b1 := binary.BigEndian.Uint64(b[0:8]), binary.BigEndian.Uint64(b[8:16])
 	if a0 > b0 || a0 == b0 && a1 > b1 {
 		a0, a1, b0, b1 = b0, b1, a0, a1
 	}
-	h := uint64(ctSeed) ^ uint64(proto)<<48
+	h := uint64(ctSeed)
 	h = balanceMix(h, a0)
 	h = balanceMix(h, b0)
 	if v6 {
@@ -164,7 +165,7 @@ func (s *Steering) Worker(p []byte, n int) int {
 		}
 		copy(a[:6], p[0:6])
 		copy(b[:6], p[6:12])
-		return int((uint64(uint32(steerHash2(&a, &b, 0, true))) * uint64(n)) >> 32)
+		return int((uint64(uint32(steerHash2(&a, &b, true))) * uint64(n)) >> 32)
 	}
 	return s.TupleWorker(&a, &b, ap, bp, ports, proto, v6, n)
 }

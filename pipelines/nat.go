@@ -29,6 +29,12 @@ import (
 // one or a list), src_port, dst_port (N or LO-HI, one or a list; only TCP
 // and UDP have ports). Only IPv4 flows are translated.
 //
+// The translation is decided when the conntrack stage makes the flow's
+// entry (it asks this stage, which links itself to it), so replies that
+// come in the same vector already find it; a flow whose first packet is
+// dropped later in the batch leaves neither entry nor mapping. One nat
+// stage per conntrack stage.
+//
 // Choosing the translation. DNAT sets the destination (and the port when
 // port is given). SNAT keeps the source port when the translated tuple
 // is unique and the port is in range (as Linux does); otherwise it tries
@@ -324,11 +330,14 @@ func parseNATMatch(c *BuildContext, n *yaml.Node, what string) (natSessionMatch,
 }
 
 func (t *natTemplate) Edges() []Target { return t.edges }
-func (t *natTemplate) stateful() bool  { return true }
+
+// stateful is false: the sessions live in the conntrack stage's entries,
+// which that stage keeps and hands over.
+func (t *natTemplate) stateful() bool { return false }
 
 // stageRefs implements stageReferrer: the conntrack stage must exist.
 func (t *natTemplate) stageRefs() []stageRef {
-	return []stageRef{{name: t.conntrack, kind: conntrackKind.Name, option: "conntrack"}}
+	return []stageRef{{name: t.conntrack, kind: conntrackKind.Name, option: "conntrack", unique: true}}
 }
 
 func (t *natTemplate) NewInstance() Stage {
@@ -361,19 +370,18 @@ type natStage struct {
 
 func (s *natStage) KeepsLength() bool { return true }
 
-// Link implements Linker.
+// Link implements Linker: the conntrack instance of the same runner,
+// which asks this stage for a new flow's translation as it makes the
+// entry (decide).
 func (s *natStage) Link(find func(string) Stage) {
 	s.ct, _ = find(s.t.conntrack).(*ctStage)
+	if s.ct != nil {
+		s.ct.nat = s
+	}
 }
 
 // SetWorker implements WorkerAware.
 func (s *natStage) SetWorker(w, n int) { s.worker, s.workers = w, max(n, 1) }
-
-// TakeState implements StateCarrier: the sessions live in the conntrack
-// entries, which the conntrack stage hands over; nothing of its own.
-func (s *natStage) TakeState([]Stage, func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, bool) bool {
-	return true
-}
 
 func (s *natStage) count(k int, n uint32) {
 	s.c[k]++
@@ -411,17 +419,27 @@ func (s *natStage) one(b *rings.Batch, i int) Edge {
 		dir = 1
 	}
 	if en.status&ctStNATDone == 0 {
-		if m.CT&rings.CTStateMask != rings.CTNew || dir != 0 {
-			// An entry that predates this stage (a swap added it):
-			// leave the flow as it was set up.
-			en.status |= ctStNATDone
-		} else if !s.setup(e, en) {
-			s.count(natcExhausted, n)
-			return 1
-		}
+		// An entry made before this stage was there (a swap added it):
+		// the flow stays as it was set up.
+		en.status |= ctStNATDone
+	}
+	if en.natFlags&natFExhausted != 0 {
+		s.count(natcExhausted, n)
+		return 1
 	}
 	if en.status&(ctStSNAT|ctStDNAT) == 0 {
 		return 0
+	}
+	if en.natFlags&natFCounted == 0 {
+		// The session's first packet through this stage: count it (a
+		// flow whose first packet was dropped before it never is).
+		en.natFlags |= natFCounted
+		if en.status&ctStSNAT != 0 {
+			s.count(natcSNAT, 0)
+		}
+		if en.status&ctStDNAT != 0 {
+			s.count(natcDNAT, 0)
+		}
 	}
 	p := b.Packet(i)
 	if m.CT&rings.CTStateMask == rings.CTRelated {
@@ -437,6 +455,24 @@ func (s *natStage) one(b *rings.Batch, i int) Edge {
 
 // ctStNATDone marks an entry whose translation was decided.
 const ctStNATDone = 0x80
+
+// Entry natFlags.
+const (
+	natFExhausted = 1 << iota // no unique translation: the flow's packets are dropped
+	natFCounted               // counted under snat/dnat (its first packet got through)
+)
+
+// decide is called by the conntrack stage when it makes a new flow's
+// entry (a tentative one: dropped with its packet, translation and all,
+// if the packet does not get through the batch): it decides the
+// translation now, so that the flow's replies later in the same vector
+// find it. A flow none could be found for is marked, and the nat stage
+// drops its packets as nat_ports_exhausted.
+func (s *natStage) decide(e uint32, en *ctEntry) {
+	if !s.setup(e, en) {
+		en.natFlags |= natFExhausted
+	}
+}
 
 // matches reports whether the flow (its tuple after any DNAT) passes m.
 func (m *natSessionMatch) matches(proto uint8, src, dst [4]byte, sport, dport uint16) bool {
@@ -528,12 +564,6 @@ func (s *natStage) setup(e uint32, en *ctEntry) bool {
 		}
 	}
 	t.rekeyReply(e, oldHash)
-	if en.status&ctStSNAT != 0 {
-		s.count(natcSNAT, 0)
-	}
-	if en.status&ctStDNAT != 0 {
-		s.count(natcDNAT, 0)
-	}
 	return true
 }
 
@@ -843,5 +873,4 @@ var (
 	_ LiveReporter = (*natStage)(nil)
 	_ Linker       = (*natStage)(nil)
 	_ WorkerAware  = (*natStage)(nil)
-	_ StateCarrier = (*natStage)(nil)
 )

@@ -350,6 +350,7 @@ func TestNATBuildErrors(t *testing.T) {
 	for _, c := range []struct{ yml, want string }{
 		{"name: x\nstages:\n  - {name: parse, type: parse}\n  - {name: nat, type: nat, conntrack: ct, snat: [{to: 192.0.2.1}]}\n  - {name: out, type: tx, port: o}\n", `no stage "ct"`},
 		{"name: x\nstages:\n  - {name: parse, type: parse}\n  - {name: nat, type: nat, conntrack: parse, snat: [{to: 192.0.2.1}]}\n  - {name: out, type: tx, port: o}\n", `"parse" is a parse stage`},
+		{"name: x\nstages:\n  - {name: ct, type: conntrack}\n  - {name: n1, type: nat, conntrack: ct, snat: [{to: 192.0.2.1}]}\n  - {name: n2, type: nat, conntrack: ct, snat: [{to: 192.0.2.2}]}\n  - {name: out, type: tx, port: o}\n", `already keeps the sessions of "n1"`},
 	} {
 		if _, err := Load("x.yaml", []byte(c.yml)); err == nil || !containsStr(err.Error(), c.want) {
 			t.Fatalf("load: %v, want %q", err, c.want)

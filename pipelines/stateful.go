@@ -160,6 +160,7 @@ func (r *Runner) Stage(name string) Stage {
 type stageRef struct {
 	name, kind string
 	option     string // the option that names it, for the error
+	unique     bool   // no other stage may name it this way
 }
 
 // stageReferrer is implemented by templates whose options name stages.
@@ -170,6 +171,7 @@ type stageReferrer interface {
 // checkStageRefs reports every stage option that names a stage the
 // pipeline lacks, or one of another kind.
 func (c *compiler) checkStageRefs() {
+	claimed := map[string]string{} // stage named by a ref that must be unique -> the stage naming it
 	for i := range c.stages {
 		sr, ok := c.stages[i].tmpl.(stageReferrer)
 		if !ok {
@@ -193,6 +195,10 @@ func (c *compiler) checkStageRefs() {
 				c.errs.Add(pos, st.Name, fmt.Sprintf("%s: no stage %q in the pipeline (want a %s stage)", ref.option, ref.name, ref.kind))
 			case c.spec.Stages[j].Type != ref.kind:
 				c.errs.Add(pos, st.Name, fmt.Sprintf("%s: stage %q is a %s stage, not %s", ref.option, ref.name, c.spec.Stages[j].Type, ref.kind))
+			case ref.unique && claimed[ref.name] != "":
+				c.errs.Add(pos, st.Name, fmt.Sprintf("%s: stage %q already keeps the sessions of %q (one %s stage per %s stage)", ref.option, ref.name, claimed[ref.name], st.Type, ref.kind))
+			case ref.unique:
+				claimed[ref.name] = st.Name
 			}
 		}
 	}
