@@ -109,9 +109,9 @@ type pool struct {
 	verdicts workers.VerdictExecutor
 	// pinned: a pinned CPU pool (slot s runs on worker s % workers) for
 	// plans that steer flows; the I/O loop runs runSteered on it.
-	pinned bool
-	workers  int
-	batch    int
+	pinned  bool
+	workers int
+	batch   int
 	// fifo is the stamp of every batch in flight, in submission order
 	// (completions come back in that order). Capacity: the slot count.
 	fifo []*plan

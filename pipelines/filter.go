@@ -180,7 +180,7 @@ type filterTemplate struct {
 	ruleEdge []Edge   // per rule, then the default's at index len(rules)
 	keys     []string // counter keys, same indexing
 	kernel   kernelInput
-	usesCT   bool     // some rule matches ct or ct_dir
+	usesCT   bool // some rule matches ct or ct_dir
 }
 
 func (t *filterTemplate) Edges() []Target { return t.edges }
