@@ -21,7 +21,7 @@ import (
 // plane lists and flushes flows while the engine runs.
 
 const statefulYAML = `name: %s
-settings: {batch_size: %d}
+settings: {batch_size: %d, workers: %d}
 stages:
   - {name: parse, type: parse}
   - {name: ct, type: conntrack, size: 4096}
@@ -38,8 +38,12 @@ stages:
 `
 
 func statefulGraph(t testing.TB, name string, batch int, blocked int) *pipelines.Graph {
+	return statefulGraphW(t, name, batch, blocked, 1)
+}
+
+func statefulGraphW(t testing.TB, name string, batch, blocked, workers int) *pipelines.Graph {
 	t.Helper()
-	g, err := pipelines.Load(name+".yaml", fmt.Appendf(nil, statefulYAML, name, batch, blocked))
+	g, err := pipelines.Load(name+".yaml", fmt.Appendf(nil, statefulYAML, name, batch, workers, blocked))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +199,13 @@ func (s *natCheckSink) Transmit(a *rings.Arena, descs []rings.Desc) (int, error)
 // (the sink checks every packet's addresses), and every swap reports the
 // table kept.
 func TestStatefulSwapUnderLoad(t *testing.T) {
-	for _, workers := range []int{0, 1, 2} {
-		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
-			ga := statefulGraph(t, "a", 64, 2323)
-			gb := statefulGraph(t, "b", 64, 2424)
+	for _, c := range []struct{ workers, wa, wb int }{{0, 1, 1}, {1, 1, 1}, {2, 1, 1}, {-1, 1, 2}, {-1, 0, 2}} {
+		workers := c.workers
+		t.Run(fmt.Sprintf("workers=%d,a=%d,b=%d", c.workers, c.wa, c.wb), func(t *testing.T) {
+			// workers -1: each pipeline's own (a pool change at every swap,
+			// and with it the tables re-steered over the new workers).
+			ga := statefulGraphW(t, "a", 64, 2323, c.wa)
+			gb := statefulGraphW(t, "b", 64, 2424, c.wb)
 			// Established flows only: a handshake, then data; every pass
 			// replays them (the ones after the first are retransmissions
 			// to conntrack: accepted, established).
@@ -244,8 +251,8 @@ func TestStatefulSwapUnderLoad(t *testing.T) {
 				if err != nil {
 					t.Fatalf("swap %d: %v", i, err)
 				}
-				if !reflect.DeepEqual(res.StateKept, []string{"ct"}) || len(res.StateReset) != 0 {
-					t.Fatalf("swap %d: state kept %v, reset %v", i, res.StateKept, res.StateReset)
+				if !reflect.DeepEqual(res.StateKept, []string{"ct"}) || len(res.StateReset) != 0 || res.PoolChange != (c.wa != c.wb) {
+					t.Fatalf("swap %d: state kept %v, reset %v, pool change %v", i, res.StateKept, res.StateReset, res.PoolChange)
 				}
 				wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 				if !e.WaitActive(wctx, res) {

@@ -70,6 +70,14 @@ func (s *ctStage) setup() {
 			if c.own != nil {
 				old.tupleOf(en, 0, &k)
 				if !c.own(&k) {
+					continue // another worker's now
+				}
+				// Its replies must be steered here too: a translated
+				// flow whose port now belongs to another worker cannot
+				// be kept whole on either (counted as evicted).
+				old.tupleOf(en, 1, &k)
+				if !c.own(&k) {
+					lost++
 					continue
 				}
 			}

@@ -37,7 +37,8 @@ type Committer interface {
 // the instance the old plan's instances of the same stage name and kind
 // (olds: the same worker's when the worker count is unchanged, else every
 // worker's) and, when the worker count changed, own: the flows this
-// instance's worker is now steered (by their original-direction tuple).
+// instance's worker is now steered (asked of a flow's tuple in each
+// direction: a flow is kept only where both directions are steered).
 // The instance takes the state over at its first Process, when the old
 // instances no longer run on that worker (the engine's per-worker order
 // guarantees it); until then it must not touch them. carried says
