@@ -3,6 +3,8 @@ package pipelines
 import (
 	"encoding/binary"
 	"unsafe"
+
+	"github.com/warpflow/warpflow/internal/hugemem"
 )
 
 // The flow table of one conntrack instance (one worker).
@@ -118,7 +120,7 @@ const ctEvictScan = 8
 // ctSweepPerBatch is how many entries the expiry sweep looks at per
 // Process call: a full table of a million entries is swept about every
 // 16 000 batches, a second or so at line rate.
-const ctSweepPerBatch = 64
+const ctSweepPerBatch = 16
 
 // ctIndexSlots returns the index size for a table of size entries: two
 // slots per entry at a load factor of at most 3/4 (any size works: a
@@ -143,22 +145,29 @@ type ctTuple struct {
 // hash returns the tuple's directional 32-bit hash. (An index slot is
 // never 0 whatever the hash: its low half holds entry+1.)
 func (t *ctTuple) hash() uint32 {
-	h := uint64(ctSeed) ^ uint64(t.proto)<<40 ^ uint64(t.zone)<<24
-	h = balanceMix(h, binary.LittleEndian.Uint64(t.src[0:8]))
-	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[0:8]))
-	if t.v6 {
-		h = balanceMix(h, binary.LittleEndian.Uint64(t.src[8:16]))
-		h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[8:16]))
+	ports := uint64(t.sport)<<16 | uint64(t.dport) | uint64(t.proto)<<32 | uint64(t.zone)<<40
+	if !t.v6 {
+		// IPv4: both addresses in one word, the rest in another.
+		a := uint64(binary.LittleEndian.Uint32(t.src[0:4])) | uint64(binary.LittleEndian.Uint32(t.dst[0:4]))<<32
+		return balanceFinal(balanceMix(balanceMix(ctSeed, a), ports))
 	}
-	h = balanceMix(h, uint64(t.sport)<<16|uint64(t.dport))
-	return balanceFinal(h)
+	h := balanceMix(ctSeed^1, binary.LittleEndian.Uint64(t.src[0:8]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[0:8]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.src[8:16]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[8:16]))
+	return balanceFinal(balanceMix(h, ports))
 }
 
 const ctSeed = 0x3c6ef372fe94f82b
 
 // ctTable is one worker's flow table.
 type ctTable struct {
-	ent   []ctEntry
+	// The arrays live in huge pages where the kernel gives them
+	// (internal/hugemem: a lookup's misses are then not TLB misses too);
+	// the holders keep the mappings alive as long as the table is.
+	entMem *hugemem.Table[ctEntry]
+	idxMem *hugemem.Table[uint64]
+	ent    []ctEntry
 	idx   []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
 	slots uint64
 	free  uint32 // first free entry + 1; 0: none
@@ -170,7 +179,8 @@ type ctTable struct {
 }
 
 func newCTTable(size int) *ctTable {
-	t := &ctTable{ent: make([]ctEntry, size), idx: make([]uint64, ctIndexSlots(size))}
+	t := &ctTable{entMem: hugemem.Alloc[ctEntry](size), idxMem: hugemem.Alloc[uint64](ctIndexSlots(size))}
+	t.ent, t.idx = t.entMem.S, t.idxMem.S
 	t.slots = uint64(len(t.idx))
 	t.resetFree()
 	return t
@@ -256,6 +266,15 @@ func (t *ctTable) tupleOf(en *ctEntry, dir uint8, k *ctTuple) {
 func (t *ctTable) tupleIs(en *ctEntry, dir uint8, k *ctTuple) bool {
 	if en.zone != k.zone || en.proto != k.proto || (en.status&ctStV6 != 0) != k.v6 {
 		return false
+	}
+	if !k.v6 && en.status&(ctStSNAT|ctStDNAT) == 0 {
+		// The common case, compared in place: IPv4 without NAT.
+		if dir == 0 {
+			return [4]byte(en.src[:4]) == [4]byte(k.src[:4]) && [4]byte(en.dst[:4]) == [4]byte(k.dst[:4]) &&
+				en.sport == k.sport && en.dport == k.dport
+		}
+		return [4]byte(en.dst[:4]) == [4]byte(k.src[:4]) && [4]byte(en.src[:4]) == [4]byte(k.dst[:4]) &&
+			en.dport == k.sport && en.sport == k.dport
 	}
 	var r ctTuple
 	t.tupleOf(en, dir, &r)
