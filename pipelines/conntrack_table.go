@@ -168,12 +168,12 @@ type ctTable struct {
 	entMem *hugemem.Table[ctEntry]
 	idxMem *hugemem.Table[uint64]
 	ent    []ctEntry
-	idx   []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
-	slots uint64
-	free  uint32 // first free entry + 1; 0: none
-	n     int    // live entries
-	hand  uint32 // the sweep's next entry
-	now   uint32 // the table's clock: the latest packet time seen (never goes back)
+	idx    []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
+	slots  uint64
+	free   uint32 // first free entry + 1; 0: none
+	n      int    // live entries
+	hand   uint32 // the sweep's next entry
+	now    uint32 // the table's clock: the latest packet time seen (never goes back)
 	// nowSet says now holds a time: the first packet sets it outright.
 	nowSet bool
 }
