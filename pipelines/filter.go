@@ -37,10 +37,9 @@ import (
 //   - ct: new, established, related, invalid, untracked: the state a
 //     conntrack stage before this filter gave the packet (rings.Meta.CT;
 //     untracked when none did), Linux's ct state.
-//   - ct_dir: original or reply: the packet's direction in its flow (only
-//     new, established and related packets have one; ct_dir matches no
-//     untracked or invalid packet as reply, and as original... see
-//     CONFIG.md: they count as original).
+//   - ct_dir: original or reply: the packet's direction in its flow. Only
+//     new, established and related packets have one: ct_dir matches no
+//     untracked or invalid packet, as Linux's ct direction.
 //
 // Edge 0 is accept (the stage's next); each distinct other target gets one
 // edge, in order of first use (default first). Build compiles the rules

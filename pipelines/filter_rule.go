@@ -49,11 +49,21 @@ func (r *filterRule) ctMatch(v uint8) bool {
 	if r.ctStates != 0 && r.ctStates&(1<<(v&rings.CTStateMask)) == 0 {
 		return false
 	}
+	if r.ctDirs == 0 {
+		return true
+	}
+	// Only a tracked packet has a direction (Linux's ct direction fails
+	// on a packet without a conntrack entry).
+	switch v & rings.CTStateMask {
+	case rings.CTNew, rings.CTEstablished, rings.CTRelated:
+	default:
+		return false
+	}
 	dir := uint8(1)
 	if v&rings.CTReply != 0 {
 		dir = 2
 	}
-	return r.ctDirs == 0 || r.ctDirs&dir != 0
+	return r.ctDirs&dir != 0
 }
 
 // portRange is an inclusive range of ports (or VLAN ids).

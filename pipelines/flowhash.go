@@ -38,8 +38,9 @@ import (
 // Across receive queues the NIC decides, before the engine sees a frame:
 // each queue runs its own engine and its own tables, and a flow whose two
 // directions arrive on two queues is tracked twice, each half seeing one
-// direction. The daemon asks for a symmetric RSS key (Toeplitz with the
-// 0x6d5a pattern) where the driver takes one and reports whether it could.
+// direction. The daemon does not set the RSS key: a symmetric Toeplitz key
+// (the 0x6d5a pattern) set with ethtool -X, where the driver takes one,
+// makes both directions arrive on one queue.
 type Steering struct {
 	pool    [][4]byte // SNAT pool addresses, sorted
 	special [][4]byte // DNAT match and target addresses, sorted
