@@ -77,7 +77,10 @@ func Frame(src, dst netip.Addr, dir int, proto layers.IPProtocol, l4 gopacket.Se
 // NAT translates it) and answers there. Every packet is Step after the
 // one before.
 type Conv struct {
-	Client, Server, Seen Endpoint
+	// Real, when set, is where the server's packets come from when that
+	// is not Server (a DNAT sends the client's packets for Server on to
+	// Real).
+	Client, Server, Seen, Real Endpoint
 	Start, Step          time.Duration
 	Pkts                 []Packet
 
@@ -103,10 +106,18 @@ func (c *Conv) add(dir int, data []byte) {
 // Wait lets d pass before the next packet.
 func (c *Conv) Wait(d time.Duration) { c.now += d }
 
+// serverSide is where the server's packets come from.
+func (c *Conv) serverSide() Endpoint {
+	if c.Real.Addr.IsValid() {
+		return c.Real
+	}
+	return c.Server
+}
+
 func (c *Conv) tcp(dir int, flags string, seq, ack uint32, payload int) []byte {
 	src, dst := c.Client, c.Server
 	if dir == 1 {
-		src, dst = c.Server, c.Seen
+		src, dst = c.serverSide(), c.Seen
 	}
 	t := &layers.TCP{SrcPort: layers.TCPPort(src.Port), DstPort: layers.TCPPort(dst.Port), Seq: seq, Ack: ack, Window: c.win}
 	for _, f := range flags {
@@ -198,7 +209,7 @@ func (c *Conv) Segment(dir int, flags string, seqOff, ackOff int32, payload int)
 func (c *Conv) UDP(dir, n int) *Conv {
 	src, dst := c.Client, c.Server
 	if dir == 1 {
-		src, dst = c.Server, c.Seen
+		src, dst = c.serverSide(), c.Seen
 	}
 	u := &layers.UDP{SrcPort: layers.UDPPort(src.Port), DstPort: layers.UDPPort(dst.Port)}
 	c.add(dir, Frame(src.Addr, dst.Addr, dir, layers.IPProtocolUDP, u, make([]byte, n)))
@@ -211,7 +222,7 @@ func (c *Conv) Ping(dir int, seq uint16) *Conv {
 	src, dst, id := c.Client.Addr, c.Server.Addr, c.Client.Port
 	typ := uint8(layers.ICMPv4TypeEchoRequest)
 	if dir == 1 {
-		src, dst, id, typ = c.Server.Addr, c.Seen.Addr, c.Seen.Port, layers.ICMPv4TypeEchoReply
+		src, dst, id, typ = c.serverSide().Addr, c.Seen.Addr, c.Seen.Port, layers.ICMPv4TypeEchoReply
 	}
 	ic := &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(typ, 0), Id: id, Seq: seq}
 	c.add(dir, Frame(src, dst, dir, layers.IPProtocolICMPv4, ic, make([]byte, 16)))
