@@ -81,8 +81,8 @@ type Conv struct {
 	// is not Server (a DNAT sends the client's packets for Server on to
 	// Real).
 	Client, Server, Seen, Real Endpoint
-	Start, Step          time.Duration
-	Pkts                 []Packet
+	Start, Step                time.Duration
+	Pkts                       []Packet
 
 	cseq, sseq uint32
 	win        uint16
