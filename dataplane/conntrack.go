@@ -49,8 +49,14 @@ var ErrNoConntrack = errors.New("no conntrack stage")
 func (e *Engine) Flows(ctx context.Context, q FlowQuery) (FlowResult, error) {
 	c := &e.ctl
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.latest
+	p, running := c.latest, c.running
+	if running {
+		// The workers serve it: no need to hold up swaps and stats
+		// meanwhile. (If the engine stops first, the wait ends with ctx.)
+		c.mu.Unlock()
+	} else {
+		defer c.mu.Unlock() // quiescent runners, served here: RunContext must not start
+	}
 	name, err := conntrackStage(p.graph, q.Stage)
 	if err != nil {
 		return FlowResult{}, err
@@ -67,7 +73,7 @@ func (e *Engine) Flows(ctx context.Context, q FlowQuery) (FlowResult, error) {
 			if err := st.Post(req); err != nil {
 				return res, err
 			}
-			if !c.running {
+			if !running {
 				sv.Serve() // quiescent: no worker runs
 			}
 			select {
