@@ -399,16 +399,34 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 		if s.hint[j] == 0 {
 			continue
 		}
-		v := t.idx[t.home(uint32(s.hint[j]))]
-		if v != 0 {
-			// Every cache line the entry may span (100 bytes: up to
-			// three).
-			en := &t.ent[uint32(v)>>1-1]
-			sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
+		// The slot whose hash is the packet's: the probe's first few
+		// slots, in the line the first loop loaded (linear probing at
+		// the index's load factor finds most keys within two or three).
+		h := uint32(s.hint[j])
+		i := t.home(h)
+		for range ctWarmProbe {
+			v := t.idx[i]
+			if v == 0 {
+				break
+			}
+			if uint32(v>>32) == h {
+				// Every cache line the entry may span (100 bytes: up
+				// to three).
+				en := &t.ent[uint32(v)>>1-1]
+				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
+				break
+			}
+			if i++; i == t.slots {
+				i = 0
+			}
 		}
 	}
 	s.sink += sink
 }
+
+// ctWarmProbe is how many index slots the warm pass looks at for a
+// packet's.
+const ctWarmProbe = 8
 
 // zone returns packet m's zone.
 func (s *ctStage) zone(m *rings.Meta) uint16 {

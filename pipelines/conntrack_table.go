@@ -269,14 +269,23 @@ func (t *ctTable) tupleIs(en *ctEntry, dir uint8, k *ctTuple) bool {
 	if en.zone != k.zone || en.proto != k.proto || (en.status&ctStV6 != 0) != k.v6 {
 		return false
 	}
-	if !k.v6 && en.status&(ctStSNAT|ctStDNAT) == 0 {
-		// The common case, compared in place: IPv4 without NAT.
+	if !k.v6 {
+		// IPv4, compared in place (the NAT bytes are not part of the
+		// addresses): the original as it arrived, the reply reversed
+		// with the translation.
 		if dir == 0 {
 			return [4]byte(en.src[:4]) == [4]byte(k.src[:4]) && [4]byte(en.dst[:4]) == [4]byte(k.dst[:4]) &&
 				en.sport == k.sport && en.dport == k.dport
 		}
-		return [4]byte(en.dst[:4]) == [4]byte(k.src[:4]) && [4]byte(en.src[:4]) == [4]byte(k.dst[:4]) &&
-			en.dport == k.sport && en.sport == k.dport
+		rs, rsp := [4]byte(en.dst[:4]), en.dport
+		if en.status&ctStDNAT != 0 {
+			rs, rsp = en.natDst(), en.natDport()
+		}
+		rd, rdp := [4]byte(en.src[:4]), en.sport
+		if en.status&ctStSNAT != 0 {
+			rd, rdp = en.natSrc(), en.natSport()
+		}
+		return rs == [4]byte(k.src[:4]) && rd == [4]byte(k.dst[:4]) && rsp == k.sport && rdp == k.dport
 	}
 	var r ctTuple
 	t.tupleOf(en, dir, &r)
