@@ -122,7 +122,7 @@
 #define WF_D_CLASS 0x8ull
 #define WF_D_TCP 0x9ull
 #define WF_D_FRAG 0xaull
-#define WF_N_DIMS 0xbull
+#define WF_N_DIMS 0xcull
 #define WF_LEAF_DIM 0xffull
 #define WF_FAM_NONE 0x0ull
 #define WF_FAM_V4 0x1ull
