@@ -62,10 +62,13 @@ stages:
 `
 
 var (
-	flowNAT    = [4]byte{192, 0, 2, 1}
-	flowMACs   = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
-	flowServer = 200 // servers 198.51.100.1..200
+	flowNAT  = [4]byte{192, 0, 2, 1}
+	flowMACs = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
 )
+
+// flowServers is the number of servers (198.51.100.1..200); a constant,
+// so that the generator's divisions by it are multiplications.
+const flowServers = 200
 
 // flowPort generates the stateful rows' packets.
 type flowPort struct {
@@ -77,18 +80,25 @@ type flowPort struct {
 	warm, steady, next uint64
 	seq                uint64
 	stride             uint64 // coprime with flows: scatters the flow order
-	start              time.Time
-	elapsed            time.Duration
-	ms0, ms1           runtime.MemStats
+	// cur is the steady phase's next flow ((j%flows)*stride%flows for
+	// steady packet j, kept by addition) and kind its packet kind.
+	// left counts down the packets to the next change of kind.
+	cur, kind, left uint64
+	start           time.Time
+	elapsed         time.Duration
+	ms0, ms1        runtime.MemStats
 	// cpu0 and cpuElapsed: the thread's CPU time, beside the wall time
 	// (on a shared machine the thread is not always on its core).
 	cpu0, cpuElapsed time.Duration
 }
 
 func newFlowPort(a *rings.Arena, flows, steady uint64) *flowPort {
-	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows}
+	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows, kind: 3, left: flows}
 	for gcd(p.stride, flows) != 1 {
 		p.stride++
+	}
+	if flows == 1 {
+		p.stride = 0
 	}
 	return p
 }
@@ -143,8 +153,15 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 		if i < p.warm {
 			f, kind = i%p.flows, i/p.flows // 0: first, 1: reply, 2: third
 		} else {
-			j := i - p.warm
-			f, kind = (j%p.flows)*p.stride%p.flows, 3+(j/p.flows)%2 // 3: client's, 4: server's
+			// Every flow once in the scattered order, client's packets
+			// (3), then every flow again, server's (4), and so on.
+			f, kind = p.cur, p.kind
+			if p.cur += p.stride; p.cur >= p.flows {
+				p.cur -= p.flows
+			}
+			if p.left--; p.left == 0 {
+				p.kind, p.left = p.kind^3^4, p.flows
+			}
 		}
 		l := writeFlowPacket(p.mem[addr:addr+60], f, kind)
 		b.Append(rings.Desc{Addr: addr, Len: uint32(l)}, p.seq, 0)
@@ -219,8 +236,8 @@ func makeFlowTemplate(tcp bool, kind uint64) flowTemplate {
 func flowFields(f, kind uint64) (tcp bool, src, dst [4]byte, sp, dp uint16, seq, ack uint32) {
 	tcp = f%2 == 0
 	client := [4]byte{10, byte(f >> 16), byte(f >> 8), byte(f)}
-	server := [4]byte{198, 51, 100, byte(1 + f%uint64(flowServer))}
-	cport := uint16(1024 + f/uint64(flowServer))
+	server := [4]byte{198, 51, 100, byte(1 + f%flowServers)}
+	cport := uint16(1024 + f/flowServers)
 	sport := uint16(53)
 	if tcp {
 		sport = 80

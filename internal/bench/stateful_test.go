@@ -159,3 +159,42 @@ func buildFlowPacket(d []byte, f, kind uint64) {
 	}
 	be.PutUint16(ip[10:], ^fold16(sum(ip)))
 }
+
+// TestFlowPortOrder: the steady phase sends every flow's client packet
+// once in the scattered order, then every server packet, and so on, as
+// (j%flows)*stride%flows says.
+func TestFlowPortOrder(t *testing.T) {
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flows, steady = 7, 40
+	p := newFlowPort(a, flows, steady)
+	b := rings.NewBatch(8, a)
+	var i uint64
+	for {
+		b.Clear()
+		n, err := p.Receive(b)
+		if err != nil {
+			break
+		}
+		for k := range n {
+			d := b.Descs[k]
+			var want [60]byte
+			if i < p.warm {
+				writeFlowPacket(want[:], i%flows, i/flows)
+			} else {
+				j := i - p.warm
+				writeFlowPacket(want[:], (j%flows)*p.stride%flows, 3+(j/flows)%2)
+			}
+			if got := a.Mem()[d.Addr : d.Addr+60]; string(got) != string(want[:]) {
+				t.Fatalf("packet %d: got %x want %x", i, got, want)
+			}
+			i++
+		}
+		p.Recycle(b.Descs)
+	}
+	if i != 3*flows+steady {
+		t.Fatalf("%d packets, want %d", i, 3*flows+steady)
+	}
+}
