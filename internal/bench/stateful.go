@@ -231,12 +231,14 @@ func makeFlowTemplate(tcp bool, kind uint64) flowTemplate {
 	return ft
 }
 
-// flowFields returns packet kind of flow f's per-flow fields. Even flows
+// flowFields returns packet kind of flow f's per-flow fields, the
+// addresses as big-endian words (built as words: bytes stored one at a
+// time and loaded as a word would stall the store forwarding). Even flows
 // are TCP, odd UDP.
-func flowFields(f, kind uint64) (tcp bool, src, dst [4]byte, sp, dp uint16, seq, ack uint32) {
+func flowFields(f, kind uint64) (tcp bool, src, dst uint32, sp, dp uint16, seq, ack uint32) {
 	tcp = f%2 == 0
-	client := [4]byte{10, byte(f >> 16), byte(f >> 8), byte(f)}
-	server := [4]byte{198, 51, 100, byte(1 + f%flowServers)}
+	client := 10<<24 | uint32(f)&0xffffff
+	server := uint32(198)<<24 | 51<<16 | 100<<8 | uint32(1+f%flowServers)
 	cport := uint16(1024 + f/flowServers)
 	sport := uint16(53)
 	if tcp {
@@ -244,7 +246,7 @@ func flowFields(f, kind uint64) (tcp bool, src, dst [4]byte, sp, dp uint16, seq,
 	}
 	src, dst, sp, dp = client, server, cport, sport
 	if kind == 1 || kind == 4 {
-		src, dst, sp, dp = server, flowNAT, sport, cport
+		src, dst, sp, dp = server, binary.BigEndian.Uint32(flowNAT[:]), sport, cport
 	}
 	if tcp {
 		cisn, sisn := uint32(f*2654435761), uint32(f*40503+7)
@@ -266,7 +268,7 @@ func flowFields(f, kind uint64) (tcp bool, src, dst [4]byte, sp, dp uint16, seq,
 // returns its length.
 func writeFlowPacket(dst []byte, f, kind uint64) int {
 	be := binary.BigEndian
-	tcp, src, dst4, sp, dp, seq, ack := flowFields(f, kind)
+	tcp, s, t, sp, dp, seq, ack := flowFields(f, kind)
 	ti := 0
 	if tcp {
 		ti = 1
@@ -274,11 +276,10 @@ func writeFlowPacket(dst []byte, f, kind uint64) int {
 	ft := &flowTemplates[ti][kind]
 	d := (*[60]byte)(dst[:60])
 	*d = ft.b
-	copy(d[26:30], src[:])
-	copy(d[30:34], dst4[:])
+	be.PutUint32(d[26:], s)
+	be.PutUint32(d[30:], t)
 	be.PutUint16(d[34:], sp)
 	be.PutUint16(d[36:], dp)
-	s, t := be.Uint32(src[:]), be.Uint32(dst4[:])
 	addrs := s>>16 + s&0xffff + t>>16 + t&0xffff
 	l4 := ft.l4Sum + addrs + uint32(sp) + uint32(dp)
 	if tcp {

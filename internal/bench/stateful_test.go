@@ -118,7 +118,23 @@ func TestFlowPacketsMatch(t *testing.T) {
 // generator's templates.
 func buildFlowPacket(d []byte, f, kind uint64) {
 	be := binary.BigEndian
-	tcp, src, dst, sp, dp, seq, ack := flowFields(f, kind)
+	// The flow's fields, as the row's comment describes them.
+	tcp := f%2 == 0
+	client := [4]byte{10, byte(f >> 16), byte(f >> 8), byte(f)}
+	server := [4]byte{198, 51, 100, byte(1 + f%200)}
+	cport, sport := uint16(1024+f/200), uint16(53)
+	if tcp {
+		sport = 80
+	}
+	src, dst, sp, dp := client, server, cport, sport
+	if kind == 1 || kind == 4 {
+		src, dst, sp, dp = server, [4]byte{192, 0, 2, 1}, sport, cport
+	}
+	cisn, sisn := uint32(f*2654435761), uint32(f*40503+7)
+	var seq, ack uint32
+	if tcp {
+		seq, ack = [5]uint32{cisn, sisn, cisn + 1, cisn + 1, sisn + 1}[kind], [5]uint32{0, cisn + 1, sisn + 1, sisn + 1, cisn + 1}[kind]
+	}
 	clear(d[:60])
 	if kind == 1 || kind == 4 {
 		copy(d[0:6], flowMACs[0])
