@@ -305,9 +305,15 @@ type ctStage struct {
 	// with bit 32 set (TCP and UDP only; 0: none), and sink what its
 	// loads read, so that the compiler keeps them.
 	hint [rings.MaxBatch]uint64
+	// cand[k] is the index slot the warm pass found for packet idx[k]
+	// (the first of its probe with the packet's hash: (entry+1)<<1|dir,
+	// the slot's low half; 0: none), which find tries before probing.
+	cand [rings.MaxBatch]uint32
 	sink uint64
-	// h is the current packet's hint while track runs (see find).
-	h uint64
+	// h and slot are the current packet's hint and candidate while track
+	// runs (see find).
+	h    uint64
+	slot uint32
 
 	req atomic.Pointer[FlowRequest] // a control request to serve (conntrack.go's service)
 
@@ -353,7 +359,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 	s.warm(b, idx)
 	for k, i := range idx {
-		s.h = s.hint[k]
+		s.h, s.slot = s.hint[k], s.cand[k]
 		next[k] = s.track(b, int(i))
 	}
 	if n := t.sweep(ctSweepPerBatch); n > 0 {
@@ -396,6 +402,7 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 		}
 	}
 	for j := range idx {
+		s.cand[j] = 0
 		if s.hint[j] == 0 {
 			continue
 		}
@@ -412,6 +419,7 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 			if uint32(v>>32) == h {
 				// Every cache line the entry may span (100 bytes: up
 				// to three).
+				s.cand[j] = uint32(v)
 				en := &t.ent[uint32(v)>>1-1]
 				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
 				break
@@ -514,10 +522,22 @@ func (s *ctStage) find(k *ctTuple, want int8) (e uint32, dir uint8, ok bool) {
 	var h uint32
 	if s.h != 0 && (k.proto == 6 || k.proto == 17) {
 		h = uint32(s.h)
+		// The warm pass's slot, when it still names a live entry of
+		// this tuple: the one a lookup would find (a tuple is in at
+		// most one direction of one entry; an entry made, freed or
+		// reused since warm fails the test or is probed for).
+		if c := s.slot; c != 0 {
+			e, dir = c>>1-1, uint8(c&1)
+			if en := &t.ent[e]; en.status&ctStUsed != 0 && (want < 0 || uint8(want) == dir) && t.tupleIs(en, dir, k) {
+				ok = true
+			}
+		}
 	} else {
 		h = k.hash()
 	}
-	e, dir, ok = t.lookup(k, h, want)
+	if !ok {
+		e, dir, ok = t.lookup(k, h, want)
+	}
 	if ok && t.ent[e].status&ctStTentative == 0 && t.expired(&t.ent[e]) {
 		s.drop(e, ctcExpiries)
 		return 0, 0, false
