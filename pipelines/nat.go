@@ -35,8 +35,14 @@ import (
 // dropped later in the batch leaves neither entry nor mapping. One nat
 // stage per conntrack stage.
 //
-// Choosing the translation. DNAT sets the destination (and the port when
-// port is given). SNAT keeps the source port when the translated tuple
+// Choosing the translation. A flow no rule translates keeps its tuple
+// unless its reply tuple is already another flow's (Linux's null
+// binding: a server's answer to a client's own address after that
+// client's flow was translated makes such a flow); then its source port
+// is remapped as SNAT to its own address would (Linux does the same;
+// the port may differ from the kernel's choice), and a flow without
+// ports is dropped as nat_ports_exhausted. DNAT sets the destination
+// (and the port when port is given). SNAT keeps the source port when the translated tuple
 // is unique and the port is in range (as Linux does); otherwise it tries
 // up to 128 ports from a hash-derived start and takes the first whose
 // reply tuple no flow uses (endpoint-dependent: one port can serve flows
@@ -553,6 +559,20 @@ func (s *natStage) setup(e uint32, en *ctEntry) bool {
 		break
 	}
 	if !changed {
+		// Linux's null binding: a flow no rule translates keeps its
+		// tuple, unless its reply tuple is another flow's (a reply
+		// that missed its translated flow, say: the server answers
+		// the client's own address). Then the source port is remapped
+		// as an SNAT to the flow's own address would, so that every
+		// tuple stays one flow's.
+		if !s.replyUsed(e, en) {
+			return true
+		}
+		if !s.snat(e, en, &natSessionRule{addrs: [][4]byte{src}}) {
+			en.status &^= ctStSNAT
+			return false
+		}
+		t.rekeyReply(e, oldHash)
 		return true
 	}
 	if en.status&ctStSNAT == 0 {

@@ -451,3 +451,43 @@ snat: [{match: {src: 10.0.0.0/8}, to: [192.0.2.1, 192.0.2.2]}]`)))
 		}
 	}
 }
+
+// TestNATNullBindingClash: a server's datagram to a masqueraded client's
+// own address (not the NAT address) starts a flow of its own, whose reply
+// tuple is the client's flow's original tuple. As Linux's null binding
+// does, that flow's source port is remapped, so the client's next packet
+// is still its own flow's (established, translated), never taken for the
+// new flow's reply; and the new flow's replies come back to it.
+func TestNATNullBindingClash(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	q := sfUDP(t, cli, srv, 5000, 53, 8)
+	if o := s.one(q); ctClass(o.m.CT) != "new" {
+		t.Fatalf("query: %s", ctClass(o.m.CT))
+	}
+	stray := s.one(sfUDP(t, srv, cli, 53, 5000, 8))
+	if ctClass(stray.m.CT) != "new" {
+		t.Fatalf("answer to the client's own address: %s, want new (a flow of its own)", ctClass(stray.m.CT))
+	}
+	a, b, sp, dp := pktTuple(stray.pkt)
+	if a != srv || b != cli || sp == 53 || dp != 5000 {
+		t.Fatalf("the new flow went out as %s:%d > %s:%d: its source port must be remapped (its reply tuple is the query's)", a, sp, b, dp)
+	}
+	if err := checksumsOK(stray.pkt); err != nil {
+		t.Fatal(err)
+	}
+	again := s.one(q)
+	if ctClass(again.m.CT) != "new" {
+		// The query flow has not seen a reply: still new, original.
+		t.Fatalf("the client's next query: %s, want new (its own flow, original direction)", ctClass(again.m.CT))
+	}
+	if a, _, sp, _ := pktTuple(again.pkt); a != natIP || sp != 5000 {
+		t.Fatalf("the client's next query went out as %s:%d, want %s:5000", a, sp, natIP)
+	}
+	back := s.one(sfUDP(t, cli, srv, 5000, sp, 8))
+	if ctClass(back.m.CT) != "established/reply" {
+		t.Fatalf("reply to the remapped flow: %s", ctClass(back.m.CT))
+	}
+	if a, b, bsp, bdp := pktTuple(back.pkt); a != cli || b != srv || bsp != 5000 || bdp != 53 {
+		t.Fatalf("reply to the remapped flow in as %s:%d > %s:%d", a, bsp, b, bdp)
+	}
+}
