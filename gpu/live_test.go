@@ -556,13 +556,13 @@ type liveRow struct {
 	Mode        string  `json:"mode"`
 	Queues      int     `json:"queues"`
 	Window      float64 `json:"window_s"`
-	OfferedMpps float64 `json:"offered_mpps"`  // the generators' sent frames (kernel-counted)
-	RedirMpps   float64 `json:"redirect_mpps"` // dp0's XDP program redirected to the sockets
-	RecvMpps    float64 `json:"received_mpps"` // the sockets' RX rings delivered to warpflowd
+	OfferedMpps float64 `json:"offered_mpps"`     // the generators' sent frames (kernel-counted)
+	RedirMpps   float64 `json:"redirect_mpps"`    // dp0's XDP program redirected to the sockets
+	RecvMpps    float64 `json:"received_mpps"`    // the sockets' RX rings delivered to warpflowd
 	TxMpps      float64 `json:"transmitted_mpps"` // warpflowd put on the TX ring and saw completed
 	FwdMpps     float64 `json:"forwarded_mpps"`   // gen0's received frames (what came back)
 	Dropped     uint64  `json:"dropped"`          // warpflowd's drops, all reasons
-	KernelLost  uint64  `json:"kernel_lost"` // XDP_STATISTICS: rx_ring_full + rx_dropped
+	KernelLost  uint64  `json:"kernel_lost"`      // XDP_STATISTICS: rx_ring_full + rx_dropped
 	Cores       float64 `json:"dataplane_cores"`
 	Balanced    bool    `json:"balanced"`
 	Error       string  `json:"error,omitempty"`
