@@ -811,6 +811,7 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
     // published as acknowledged by every block (rtQuiesced).
     uint32_t retMirrored = 0, quiesced = 0;
     const uint32_t nblocks = gridDim.x - 1;
+    if (lane == 0) st_release_sys(stop + 2, uint32_t(WF_ACKS_MARK)); // this kernel acknowledges epochs
     for (;;) {
       uint32_t dbv = 0, hn = 0, st = 0, ret = 0;
       unsigned long long req = 0;

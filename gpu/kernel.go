@@ -299,7 +299,7 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	k.mu.Lock()
 	running := k.started.Load() && !k.stopped
 	reuse := k.takeSpareLocked(need, running)
-	if reuse < 0 && running && k.retiringFitsLocked(need) {
+	if reuse < 0 && running && k.acknowledges() && k.retiringFitsLocked(need) {
 		deadline := time.Now().Add(retireWait)
 		for reuse < 0 && k.retiringFitsLocked(need) && time.Now().Before(deadline) {
 			k.mu.Unlock()
@@ -349,6 +349,12 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	p := &Program{DP: dp, handle: mem.handle, mem: mem}
 	k.progs[p] = true
 	return p, nil
+}
+
+// acknowledges reports whether the running kernel acknowledges retire
+// epochs (its poller said so at start; the emulation always does).
+func (k *Kernel) acknowledges() bool {
+	return k.o.Emulate || k.debugWords()[1] == acksMark
 }
 
 // retireWait bounds how long Load waits for the kernel to acknowledge a

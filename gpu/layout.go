@@ -94,6 +94,11 @@ const (
 	snapZero     = 3 // zero device words (a program's counters)
 )
 
+// acksMark is what the kernel's poller stores in word 2 of the stop page
+// when it starts: the kernel acknowledges retire epochs (a kernel.ptx
+// older than that protocol does not, and Load then does not wait for it).
+const acksMark = 0xAC4E0001
+
 // snapWords is the host memory the kernel copies counters into, in words:
 // a larger program's counters are copied in pieces.
 const snapWords = 1 << 18

@@ -38,6 +38,7 @@
 #define WF_RT_SNAP_OP 0xe8ull
 #define WF_RT_RETIRE 0xf0ull
 #define WF_RT_QUIESCED 0xf8ull
+#define WF_ACKS_MARK 0xac4e0001ull
 #define WF_SNAP_TO_HOST 0x1ull
 #define WF_SNAP_TO_DEVICE 0x2ull
 #define WF_SNAP_ZERO 0x3ull
