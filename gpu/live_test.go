@@ -552,20 +552,21 @@ stages:
 
 // liveRow is one case of the N-queue table.
 type liveRow struct {
-	Backend     string  `json:"backend"`
-	Mode        string  `json:"mode"`
-	Queues      int     `json:"queues"`
-	Window      float64 `json:"window_s"`
-	OfferedMpps float64 `json:"offered_mpps"`     // the generators' sent frames (kernel-counted)
-	RedirMpps   float64 `json:"redirect_mpps"`    // dp0's XDP program redirected to the sockets
-	RecvMpps    float64 `json:"received_mpps"`    // the sockets' RX rings delivered to warpflowd
-	TxMpps      float64 `json:"transmitted_mpps"` // warpflowd put on the TX ring and saw completed
-	FwdMpps     float64 `json:"forwarded_mpps"`   // gen0's received frames (what came back)
-	Dropped     uint64  `json:"dropped"`          // warpflowd's drops, all reasons
-	KernelLost  uint64  `json:"kernel_lost"`      // XDP_STATISTICS: rx_ring_full + rx_dropped
-	Cores       float64 `json:"dataplane_cores"`
-	Balanced    bool    `json:"balanced"`
-	Error       string  `json:"error,omitempty"`
+	Backend     string            `json:"backend"`
+	Mode        string            `json:"mode"`
+	Queues      int               `json:"queues"`
+	Window      float64           `json:"window_s"`
+	OfferedMpps float64           `json:"offered_mpps"`     // the generators' sent frames (kernel-counted)
+	RedirMpps   float64           `json:"redirect_mpps"`    // dp0's XDP program redirected to the sockets
+	RecvMpps    float64           `json:"received_mpps"`    // the sockets' RX rings delivered to warpflowd
+	TxMpps      float64           `json:"transmitted_mpps"` // warpflowd put on the TX ring and saw completed
+	FwdMpps     float64           `json:"forwarded_mpps"`   // gen0's received frames (what came back)
+	Dropped     uint64            `json:"dropped"`          // warpflowd's drops, all reasons
+	Drops       map[string]uint64 `json:"drops,omitempty"`  // by reason
+	KernelLost  uint64            `json:"kernel_lost"`      // XDP_STATISTICS: rx_ring_full + rx_dropped
+	Cores       float64           `json:"dataplane_cores"`
+	Balanced    bool              `json:"balanced"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // TestLiveQueues is the N-queue table: per queue count, backend and mode,
@@ -724,5 +725,11 @@ cpus: [%s]
 	row.FwdMpps = mpps(gen1.RxPackets - gen0.RxPackets)
 	row.TxMpps = mpps(num(st, "transmitted"))
 	row.Dropped = num(st, "dropped")
+	if m, ok := st["drops"].(map[string]any); ok {
+		row.Drops = map[string]uint64{}
+		for k := range m {
+			row.Drops[k] = num(m, k)
+		}
+	}
 	return row
 }
