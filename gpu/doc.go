@@ -141,6 +141,11 @@
 // On the H200 test machine the probe, the equality tests (81 captures
 // through four pipelines, 0 mismatches) and the end-to-end benchmark pass;
 // BENCHMARKS.md, "GPU backend", has the figures and what they do not say.
+// The live tests (live_test.go, WARPFLOW_GPU_LIVE=1, run there by
+// scripts/gpu-device-run with prebuilt binaries) check warpflowd with
+// backend cuda against the offline replay on a lab and measure the
+// N-queue table; TestSwapReusesMemoryCUDA checks program memory reused
+// across swaps on a running kernel.
 // WARPFLOW_GPU_TRACE=1 logs setup, allocations, the launch and the stop;
 // WARPFLOW_PTX loads a freshly built PTX instead of the embedded one.
 package gpu
