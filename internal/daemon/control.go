@@ -391,6 +391,7 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 	d.running = name
 	d.graph = s.graph
 	d.swaps.Add(1)
+	d.ensureSymmetricRSS(s.graph)
 	done := time.Now()
 	rep.Timing = control.SwapTiming{
 		PrepareNs:    prepared.Sub(start).Nanoseconds(),
