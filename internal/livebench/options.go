@@ -20,8 +20,9 @@ var (
 type Mode int
 
 const (
-	RXOnly  Mode = iota // receive and drop
-	MacSwap             // swap the MACs, transmit back out of dp0
+	RXOnly   Mode = iota // receive and drop
+	MacSwap              // swap the MACs, transmit back out of dp0
+	Stateful             // conntrack, ct filter, SNAT, out of dp1 to the sink (stateful.go)
 )
 
 func (m Mode) String() string {
@@ -30,6 +31,8 @@ func (m Mode) String() string {
 		return "rxonly"
 	case MacSwap:
 		return "macswap"
+	case Stateful:
+		return "stateful"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -41,8 +44,10 @@ func ParseMode(s string) (Mode, error) {
 		return RXOnly, nil
 	case "macswap":
 		return MacSwap, nil
+	case "stateful":
+		return Stateful, nil
 	}
-	return 0, fmt.Errorf("mode %q: want rxonly or macswap", s)
+	return 0, fmt.Errorf("mode %q: want rxonly, macswap or stateful", s)
 }
 
 // Setup names.
