@@ -165,8 +165,9 @@ func (o Options) validate() error {
 	if o.ControlledRate <= 0 || o.ControlledBurst < 1 || o.FloodRate < 0 {
 		errs = append(errs, fmt.Errorf("controlled rate %g (burst %d), flood rate %g: want a positive controlled rate and burst, flood >= 0", o.ControlledRate, o.ControlledBurst, o.FloodRate))
 	}
-	if o.Flows < 1 {
-		errs = append(errs, fmt.Errorf("flows %d: want at least 1", o.Flows))
+	if o.Flows < 1 || o.Flows > 65536-1024 {
+		// The flows are UDP source ports 1024 up (measure).
+		errs = append(errs, fmt.Errorf("flows %d: want 1 to %d (UDP source ports 1024 up)", o.Flows, 65536-1024))
 	}
 	if o.Warpflowd == "" {
 		errs = append(errs, errors.New("no warpflowd binary"))

@@ -44,7 +44,8 @@ type Sample struct {
 	// Arrived: dp0 rx_queue_0_xdp_packets (frames dp0's XDP program ran on).
 	Arrived float64 `json:"arrived_mpps"`
 	// Offered: gen0 tx_queue_0_xdp_xmit + _errors (frames the generator
-	// handed to the veth, taken or refused by dp0's ring).
+	// handed to the veth, taken or refused by dp0's ring); in the
+	// stateful mode gen0's tx_packets (its AF_XDP engine's frames).
 	Offered float64 `json:"offered_mpps"`
 	// Forwarded: gen0 rx_queue_0_xdp_packets (frames back at gen0);
 	// DP0TX: dp0's tx_packets.
@@ -213,6 +214,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			GenCPU: o.GenCPU, DPCPU: o.DPCPU, ControlledRate: o.ControlledRate, ControlledBurst: o.ControlledBurst,
 			FloodRate: o.FloodRate, Flows: o.Flows, Rings: o.Rings,
 			TestpmdArgs: "nsenter " + strings.Join(testpmdArgs("dpdk-testpmd", lab.DPNS(o.Prefix), [2]int{o.GenCPU, o.DPCPU}, "PREFIX", RXOnly), " ")}}
+	if slices.Contains(o.Modes, Stateful) {
+		res.Generator += "; the stateful mode's: internal/gen's AF_XDP engine (copy mode) instead, the same frames"
+	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		res.Kernel = strings.TrimSpace(string(b))
 	}
@@ -361,6 +365,9 @@ func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Samp
 	if c.Load == LoadControlled {
 		g.Rate, g.Burst = o.ControlledRate, o.ControlledBurst
 	}
+	if mode == Stateful {
+		g.Engine = gen.EngineAFXDP // the live engine's frames do not survive the kernel router (stateful.go)
+	}
 	g.Count = 1 << 36
 	if g.Rate > 0 {
 		g.Count = uint64(g.Rate * g.Duration.Seconds())
@@ -466,6 +473,10 @@ func (o Options) measure(ctx context.Context, c Case, r int, dir string) (s Samp
 		s.Rate = s.Forwarded
 	case Stateful:
 		s.Delivered = eth(sk[0], sk[1], "rx_queue_0_xdp_packets")
+		// The AF_XDP engine's frames leave by gen0's transmit path, not
+		// XDP_TX: offered is gen0's tx_packets (a frame dp0's ring refused
+		// holds the sender back rather than counting as an error).
+		s.Offered = rate(gn0.TXPackets, gn1.TXPackets)
 		s.IPIn, s.IPForwarded = rate(ip[0].InReceives, ip[1].InReceives), rate(ip[0].ForwDatagrams, ip[1].ForwDatagrams)
 		s.Rate = s.Delivered
 	}
