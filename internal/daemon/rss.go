@@ -97,15 +97,18 @@ var nicRSS = rssOps{driver: nic.DriverInfo, get: nic.GetRSS, set: nic.SetRSSKey}
 
 func (o rssOps) setSymmetric(iface string) (control.RSSState, nic.RSS) {
 	st := control.RSSState{Interface: iface}
-	driver := "the driver"
+	driver, veth := "the driver", false
 	if d, err := o.driver(iface); err == nil && d.Name != "" {
-		driver = "the driver (" + d.Name + ")"
+		driver, veth = "the driver ("+d.Name+")", d.Name == "veth"
 	}
 	r, err := o.get(iface)
 	switch {
 	case errors.Is(err, nic.ErrNotSupported):
 		st.Result = rssUnsupported
-		st.Detail = driver + " has no RSS key: it does not hash flows to queues (veth has none: all its packets arrive on one queue, so both directions of a flow meet there anyway)"
+		st.Detail = driver + " has no RSS key to set"
+		if veth {
+			st.Detail += ": a veth's frames arrive on the queue its peer sent them on, so with one queue (the lab's) both directions of a flow meet there"
+		}
 		return st, r
 	case err != nil:
 		st.Result, st.Detail = rssFailed, "read the RSS key: "+err.Error()
