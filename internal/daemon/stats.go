@@ -30,6 +30,7 @@ func (d *Daemon) Stats() Stats {
 		s.Capture = &ci
 	}
 	s.Watch = d.watchStats()
+	s.RSS = d.rssStats()
 	s.Totals.Drops, s.Totals.Kernel = map[string]uint64{}, map[string]uint64{}
 	s.Totals.Ports = map[string]control.PortCount{}
 	for _, qq := range d.queues {
