@@ -508,8 +508,8 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 				break
 			}
 			if uint32(v>>32) == h {
-				// Every cache line the entry may span (100 bytes: up
-				// to three).
+				// Both cache lines the entry spans (96 bytes at a
+				// 32-byte offset).
 				s.cand[j] = uint32(v)
 				en := &t.ent[uint32(v)>>1-1]
 				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)

@@ -16,12 +16,11 @@ package pipelines
 //go:noescape
 func prefetchSlot(p *uint64)
 
-// prefetchEntry prefetches every cache line of entry *p: its first byte,
-// byte 64 and byte 96, the last word's line (a 100-byte entry spans two
-// lines, or three when it starts in a line's last 28 bytes, that is half
-// the entries; the third holds the reply direction's window and the UDP
-// stream time, which every TCP and UDP packet reads: left to a plain load
-// it stalled the tracking loop, some 8 ns per packet at a million flows).
+// prefetchEntry prefetches both cache lines of entry *p: a 96-byte entry
+// starts at byte 0 or 32 of a line in the huge-page-aligned table, so it
+// spans exactly two. (A 100-byte entry spanned three half the time; its
+// third line, which holds the reply window and the UDP stream time every
+// TCP and UDP packet reads, was a demand miss in the tracking loop.)
 //
 //go:noescape
 func prefetchEntry(p *ctEntry)
