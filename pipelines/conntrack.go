@@ -20,7 +20,7 @@ import (
 // (drop:ct_table_full).
 //
 //	type: conntrack
-//	size: 262144          # flows per worker (1..67108864); ~122 bytes each
+//	size: 262144          # flows per worker (1..67108864); ~118 bytes each
 //	zone: none            # none, or vlan: the outer VLAN id keys flows apart
 //	loose: false          # pick up mid-stream TCP flows (Linux: nf_conntrack_tcp_loose)
 //	checksum: true        # verify IPv4 header and L4 checksums (nf_conntrack_checksum)
