@@ -84,7 +84,9 @@ const OtherKey = "other"
 // help.
 func (d Decl) Check() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("counter %q: "+format, append([]any{d.Name}, args...)...)) }
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("counter %q: "+format, append([]any{d.Name}, args...)...))
+	}
 	if !snake(d.Name) {
 		bad("name: want snake_case ([a-z][a-z0-9_]*)")
 	}

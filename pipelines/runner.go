@@ -27,12 +27,12 @@ type RunnerOptions struct {
 // A Runner belongs to one worker goroutine: Process, Stats and Counters must
 // not run concurrently. Process neither allocates nor locks.
 type Runner struct {
-	g       *Graph
-	nodes   []rnode
-	topo    []int32
-	next    []Edge // the stage's per-packet edge output, cap chunk
-	chunk   int    // vector capacity: the graph's batch size
-	timing  bool
+	g      *Graph
+	nodes  []rnode
+	topo   []int32
+	next   []Edge // the stage's per-packet edge output, cap chunk
+	chunk  int    // vector capacity: the graph's batch size
+	timing bool
 	// outcome collects the batch's rings.Outcome while Process runs;
 	// mixed once two terminals took packets or a sampler marked some.
 	outcome rings.Outcome
@@ -533,4 +533,3 @@ func addCounts(dst, src []uint64) []uint64 {
 	}
 	return dst
 }
-
