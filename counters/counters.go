@@ -72,7 +72,7 @@ type Decl struct {
 }
 
 // Labels exporters set themselves, which no family may use for its keys.
-var reservedLabels = []string{"queue", "stage", "kind", "port", "interface", "backend", "pipeline", "worker", "reason"}
+var reservedLabels = []string{"queue", "stage", "backend", "port"}
 
 // OtherKey is the key of the metric series a family's folded keys are
 // summed into.

@@ -87,6 +87,29 @@
 // the engine runs: each counter is exact as of its writer's last publish
 // and never goes down; two counters are not one snapshot.
 //
+// # Stateful pipelines
+//
+// A pipeline with a stateful stage (conntrack, nat, reassemble) keeps
+// its tables per runner, so a flow's packets, both directions, must all
+// reach one runner (steer.go). With workers the pool is pinned
+// (workers.Options.Pinned): worker w runs only slots it is given, and
+// each received batch is cut by Graph.Steering's symmetric flow hash
+// into one sub-batch per worker, processed in parallel; the completion
+// merges the verdicts back into receive order, so outputs and counters
+// stay those of the inline engine (TestSteeredMatchesOneWorker). Steering
+// allocates nothing: the sub-batches are fixed slots of the pool. Across
+// receive queues (engines side by side) the NIC's RSS decides which
+// engine sees a packet, and a symmetric RSS key is needed for both
+// directions to meet one table; the engine does not set it. The batch's
+// time (rings.Batch.SetTime: the capture time in replay, one clock read
+// per batch live) is what the tables' timeouts run on.
+//
+// A swap hands each runner's tables to the runner of the same worker in
+// the new plan where the stage's name and kind are unchanged
+// (Runner.CarryState), re-steering the entries when the worker count
+// changes; SwapResult.StateKept and StateReset name the tables kept and
+// reset.
+//
 // # Frame ownership and lifetimes
 //
 // A frame received from the input port is the engine's (in a batch, a

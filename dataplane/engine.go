@@ -363,9 +363,12 @@ func (e *Engine) RunContext(ctx context.Context, progress Progress) (err error) 
 	}()
 	done := ctx.Done()
 	for {
-		if e.pool == nil {
+		switch {
+		case e.pool == nil:
 			err = e.runInline(done, progress)
-		} else {
+		case e.pool.pinned:
+			err = e.runSteered(done, progress)
+		default:
 			err = e.runExec(done, progress)
 		}
 		if err != errRepool {
@@ -502,6 +505,9 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		}
 		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		b.Clear()
+		if p.clock {
+			b.SetTime(clockMS())
+		}
 		n, err := e.in.Receive(b)
 		e.inEngine += b.Len()
 		if e.tracker != nil {
@@ -531,6 +537,9 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		// yet, or every frame is out with a Completer.
 		if idle == 0 {
 			r.Publish()
+		}
+		if r.ServicePending() {
+			r.Service() // a control request (a flow table listed or flushed)
 		}
 		e.idleTurn()
 		idle++
@@ -605,6 +614,9 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 			}
 			if cur != nil && !repool {
 				had := cur.Len()
+				if e.cur.clock {
+					cur.SetTime(clockMS()) // one clock read per receive call
+				}
 				n, err := e.in.Receive(cur)
 				e.inEngine += cur.Len() - had
 				if e.tracker != nil {
@@ -644,6 +656,13 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 		}
 		if e.old != nil && ex.InFlight() == 0 {
 			e.retire() // the old plan's last batches are done, no new one yet
+		}
+		if cur != nil && cur.Len() == 0 && !repool && inErr == nil && e.servicePending() {
+			// A control request waits on an idle worker: an empty batch
+			// takes it there.
+			e.submit(pl)
+			cur = nil
+			continue
 		}
 		e.idleTurn()
 		idle++

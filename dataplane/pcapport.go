@@ -130,6 +130,8 @@ type ReplayPort struct {
 	// preload
 	pre      []rings.Desc // original descriptors, capture order, replicas included
 	preCut   []bool       // per pre entry: the record was cut by the capture (nil when none was)
+	preTime  []uint32     // per pre entry: the record's time (Meta.Time); nil when all are preTime0
+	preTime0 uint32       // the first record's time
 	state    []uint8      // per pre entry: frameHome, frameOut, frameReleased
 	byFrame  []int32      // arena frame number -> pre index + 1 (0: not preloaded)
 	shift    uint         // log2(frame size)
@@ -424,6 +426,7 @@ func (p *ReplayPort) receiveStream(b *rings.Batch) (n int, bytes uint64, err err
 		if !placed {
 			continue
 		}
+		b.SetTime(metaTime(p.rec.ts)) // the capture's clock: timeouts replay the same
 		b.Append(d, p.seq, p.opt.PortIndex)
 		if p.rec.cut {
 			b.SettleMeta() // a worker slot defers it: write it before the flag
@@ -515,3 +518,7 @@ func (p *ReplayPort) Stats() ReplayStats {
 }
 
 var _ Port = (*ReplayPort)(nil)
+
+// metaTime is a record timestamp (ns since the Unix epoch) on
+// rings.Meta.Time's clock: Unix milliseconds, truncated to 32 bits.
+func metaTime(ns int64) uint32 { return uint32(ns / 1e6) }

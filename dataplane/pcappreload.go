@@ -38,7 +38,7 @@ func (p *ReplayPort) preload() error {
 				name, p.rd.records, p.a.Frames(), rings.ErrArenaEmpty)
 		}
 		if placed {
-			p.addPreloaded(d, rec.cut)
+			p.addPreloaded(d, rec.cut, metaTime(rec.ts))
 		}
 	}
 	p.pending = false
@@ -56,7 +56,7 @@ func (p *ReplayPort) preload() error {
 				}
 				copy(p.mem[addr:addr+uint64(src.Len)], p.mem[src.Addr:src.Addr+uint64(src.Len)])
 				p.stamps.s[addr>>p.shift] = p.stamps.s[src.Addr>>p.shift]
-				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len}, p.preCut != nil && p.preCut[i])
+				p.addPreloaded(rings.Desc{Addr: addr, Len: src.Len}, p.preCut != nil && p.preCut[i], p.timeOf(i))
 			}
 		}
 	}
@@ -78,12 +78,26 @@ func (p *ReplayPort) preload() error {
 	return nil
 }
 
-func (p *ReplayPort) addPreloaded(d rings.Desc, cut bool) {
+func (p *ReplayPort) addPreloaded(d rings.Desc, cut bool, ms uint32) {
 	if cut && p.preCut == nil {
 		p.preCut = make([]bool, len(p.pre), cap(p.pre)+1)
 	}
 	if p.preCut != nil {
 		p.preCut = append(p.preCut, cut)
+	}
+	// Times are kept per frame only once they differ: a capture of one
+	// instant (most benchmark captures) costs nothing per packet.
+	switch {
+	case len(p.pre) == 0:
+		p.preTime0 = ms
+	case p.preTime == nil && ms != p.preTime0:
+		p.preTime = make([]uint32, len(p.pre), cap(p.pre)+1)
+		for i := range p.preTime {
+			p.preTime[i] = p.preTime0
+		}
+	}
+	if p.preTime != nil {
+		p.preTime = append(p.preTime, ms)
 	}
 	p.pre = append(p.pre, d)
 	p.state = append(p.state, frameHome)
@@ -113,7 +127,12 @@ func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 		}
 		// The original Addr and Len: undoes any head adjustment.
 		at := b.Len()
-		b.AppendRun(pre[:run], p.seq, p.opt.PortIndex)
+		if p.preTime == nil {
+			b.SetTime(p.preTime0)
+			b.AppendRun(pre[:run], p.seq, p.opt.PortIndex)
+		} else {
+			p.appendTimed(b, pre[:run], i)
+		}
 		if p.preCut != nil {
 			p.markCut(b, at, i, run)
 		}
@@ -134,6 +153,29 @@ func (p *ReplayPort) receivePreloaded(b *rings.Batch) (int, error) {
 		p.finish()
 	}
 	return p.done(n, bytes)
+}
+
+// appendTimed appends run (pre entries from i) in stretches of one
+// capture time each, so that every packet's Meta.Time is its record's.
+func (p *ReplayPort) appendTimed(b *rings.Batch, run []rings.Desc, i int) {
+	times := p.preTime[i : i+len(run)]
+	for off := 0; off < len(run); {
+		t, end := times[off], off+1
+		for end < len(run) && times[end] == t {
+			end++
+		}
+		b.SetTime(t)
+		b.AppendRun(run[off:end], p.seq+uint64(off), p.opt.PortIndex)
+		off = end
+	}
+}
+
+// timeOf returns pre entry i's capture time.
+func (p *ReplayPort) timeOf(i int) uint32 {
+	if p.preTime == nil {
+		return p.preTime0
+	}
+	return p.preTime[i]
 }
 
 // markCut flags the packets of a run just appended at b[at:] (pre entries

@@ -61,6 +61,14 @@ type plan struct {
 	atTakeUp  func() error
 	takeUpErr error
 	takenUpAt atomic.Int64
+
+	// Stateful stages (steer.go): clock says the I/O loop stamps every
+	// received batch with the time for ports that do not (the stages'
+	// timeouts); steer, with more than one worker, is how flows are
+	// steered to workers (the pool is then pinned, see runSteered).
+	clock bool
+	steer *pipelines.Steering
+
 	// activeAt is when (unix ns) the first batch stamped with this plan
 	// completed; retired is set once no batch stamped with it remains and
 	// a newer plan took over: its runners are quiescent from then on.
@@ -100,8 +108,11 @@ type pool struct {
 	// verdicts, when set, is the executor as a VerdictExecutor: its
 	// batches' verdicts are its compact words, not their Meta.
 	verdicts workers.VerdictExecutor
-	workers  int
-	batch    int
+	// pinned: a pinned CPU pool (slot s runs on worker s % workers) for
+	// plans that steer flows; the I/O loop runs runSteered on it.
+	pinned  bool
+	workers int
+	batch   int
 	// fifo is the stamp of every batch in flight, in submission order
 	// (completions come back in that order). Capacity: the slot count.
 	fifo []*plan
@@ -259,6 +270,9 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	if outs.Tap != nil && outs.Tap.Graph() != g {
 		return nil, fmt.Errorf("the tap was made for pipeline %q, not %q", outs.Tap.Graph().Name(), g.Name())
 	}
+	if err := e.planState(p); err != nil {
+		return nil, err
+	}
 	// One runner per worker, and one more for an executor from
 	// Options.NewExecutor: one that runs the pipeline elsewhere (a GPU)
 	// adds that work's counters to a runner no worker uses.
@@ -266,8 +280,8 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	if o.NewExecutor != nil {
 		nr++
 	}
-	for range nr {
-		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing})
+	for i := range nr {
+		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing, Worker: i, Workers: max(p.workers, 1)})
 		if outs.Tap != nil {
 			r.SetTap(outs.Tap) // before the plan is published: no batch without it
 		}
@@ -317,7 +331,7 @@ func (e *Engine) needsPool(p *plan, cur *pool, curBatch int) bool {
 	if cur == nil {
 		return p.workers != 0 || e.opts.NewExecutor != nil || p.batch != curBatch
 	}
-	return cur.stamps == nil || p.workers != cur.workers || p.batch != cur.batch
+	return cur.stamps == nil || p.workers != cur.workers || p.batch != cur.batch || cur.pinned != (p.steer != nil)
 }
 
 // newPool starts the executor for p: the engine's own CPU pool of
@@ -373,11 +387,12 @@ func (e *Engine) newPool(p *plan) (*pool, error) {
 	wo.Slots = cfg.Slots
 	wo.NewBatch = cfg.NewBatch
 	wo.Idle = cfg.Idle
+	wo.Pinned = p.steer != nil
 	ex, err := workers.NewPool(wo, kernels)
 	if err != nil {
 		return nil, fmt.Errorf("start workers: %w", err)
 	}
-	pl.exec, pl.lazyMeta = ex, true
+	pl.exec, pl.lazyMeta, pl.pinned = ex, true, wo.Pinned
 	return pl, nil
 }
 

@@ -104,6 +104,13 @@ type SwapResult struct {
 	// (a filter's rule hits, a count's keys, a sampler's counts) start
 	// from zero because the stage is configured differently.
 	CountersReset []string `json:"counters_reset,omitempty"`
+	// StateKept are the stateful stages (conntrack, nat) whose tables the
+	// new plan takes over: same name and kind (steer.go, carryState);
+	// StateReset those of either plan whose state does not carry on
+	// (removed, renamed, another kind, or a stage whose state is not
+	// carried: reassembly).
+	StateKept  []string `json:"state_kept,omitempty"`
+	StateReset []string `json:"state_reset,omitempty"`
 
 	plan *plan
 }
@@ -241,6 +248,7 @@ func (ps *PreparedSwap) Publish() (SwapResult, error) {
 			res.CountersReset = append(res.CountersReset, name)
 		}
 	}
+	res.StateKept, res.StateReset = carryState(old, p)
 	c.prev, c.latest = old, p
 	if !c.started {
 		e.adoptBeforeRun(p)

@@ -63,8 +63,21 @@
 // H200 engine runs hung there). So programs loaded while it runs go to new
 // device memory that the kernel's poller fills from host memory, and
 // counters are copied by the poller into host memory on request
-// (Kernel.Counters); memory of unloaded programs is reused only when no
-// kernel runs.
+// (Kernel.Counters).
+//
+// Memory of unloaded programs is never freed while the kernel runs, only
+// reused, so a daemon that swaps often holds a bounded number of program
+// regions (about three for pipelines of one size: MemoryStats). A region
+// is reused only once the kernel has provably stopped reading it: Unload
+// (after the program's last slot completed) publishes a new retire epoch
+// in the ring table; the poller mirrors it into device memory; each block,
+// between two slots, sees it, issues a fence.acq_rel.gpu (so that its
+// multiprocessor's L1, which the program's words were read through, keeps
+// no line of them) and stores the epoch in its acknowledgement word; the
+// poller publishes the epoch every block has reached. Load reuses a
+// region once that epoch has come, writing the new words through the
+// poller as for new memory; it waits for the acknowledgement at most 50
+// ms, then allocates instead and counts it (MemoryStats.Unacknowledged).
 //
 // # Protocol
 //
@@ -128,6 +141,11 @@
 // On the H200 test machine the probe, the equality tests (81 captures
 // through four pipelines, 0 mismatches) and the end-to-end benchmark pass;
 // BENCHMARKS.md, "GPU backend", has the figures and what they do not say.
+// The live tests (live_test.go, WARPFLOW_GPU_LIVE=1, run there by
+// scripts/gpu-device-run with prebuilt binaries) check warpflowd with
+// backend cuda against the offline replay on a lab and measure the
+// N-queue table; TestSwapReusesMemoryCUDA checks program memory reused
+// across swaps on a running kernel.
 // WARPFLOW_GPU_TRACE=1 logs setup, allocations, the launch and the stop;
 // WARPFLOW_PTX loads a freshly built PTX instead of the embedded one.
 package gpu

@@ -46,6 +46,9 @@ type emulator struct {
 	wg      sync.WaitGroup
 	started bool
 	quit    atomic.Bool
+	// holdAcks (tests) keeps the block from acknowledging retire epochs,
+	// as a block stuck in a slot (or a kernel without them) would.
+	holdAcks atomic.Bool
 }
 
 func newEmulator(path string) (*emulator, error) {
@@ -237,7 +240,16 @@ func (e *emulator) block(a kernelArgs) {
 	active := (*atomic.Uint32)(unsafe.Pointer(&table[rtActive]))
 	stop := (*atomic.Uint32)(unsafe.Pointer(&stopMem[0]))
 	claims := unsafe.Slice((*uint64)(unsafe.Pointer(&claimMem[0])), maxRings)
+	retire := (*atomic.Uint64)(unsafe.Pointer(&table[rtRetire]))
+	quiesced := (*atomic.Uint64)(unsafe.Pointer(&table[rtQuiesced]))
 	for idle := 0; ; {
+		// Between slots, as the kernel's blocks: the retire epoch seen is
+		// acknowledged (one block, so the poller's minimum is its own).
+		if !e.holdAcks.Load() {
+			if r := uint32(retire.Load()); uint32(quiesced.Load()) != r {
+				quiesced.Store(uint64(r))
+			}
+		}
 		worked := false
 		for r := range min(int(active.Load()), maxRings) {
 			db := (*atomic.Uint32)(unsafe.Pointer(&table[rtDoorbells+4*r])).Load()

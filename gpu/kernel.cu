@@ -754,6 +754,7 @@ __device__ __forceinline__ unsigned long long ld_sys64(const void* p) {
 }
 
 __device__ __forceinline__ void fence_acquire_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // ld_cv_v2 loads 16 aligned bytes the host may have rewritten since a
 // previous lap (ld.global.cv), ordered by the fence.
@@ -796,6 +797,8 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   uint32_t* mirrorActive = (uint32_t*)(dv + WF_DV_MIRROR_ACTIVE);
   uint32_t* mirrorStop = (uint32_t*)(dv + WF_DV_MIRROR_STOP);
   unsigned long long* kstats = (unsigned long long*)(dv + WF_DV_STATS);
+  uint32_t* retireMirror = (uint32_t*)(dv + WF_DV_RETIRE);
+  uint32_t* acks = (uint32_t*)(dv + WF_DV_ACKS);
   if (blockIdx.x == gridDim.x - 1) {
     // The last block is the poller: its warp 0 copies the ring table from
     // host memory into the device's mirror, over and over (one PCIe read
@@ -804,8 +807,13 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
     // one host address at once queue up behind each other over PCIe.
     if (warp != 0) return;
     unsigned long long snapDone = ld_sys64(table + WF_RT_SNAP_DONE);
+    // The retire epoch: what the poller mirrored last and what it last
+    // published as acknowledged by every block (rtQuiesced).
+    uint32_t retMirrored = 0, quiesced = 0;
+    const uint32_t nblocks = gridDim.x - 1;
+    if (lane == 0) st_release_sys(stop + 2, uint32_t(WF_ACKS_MARK)); // this kernel acknowledges epochs
     for (;;) {
-      uint32_t dbv = 0, hn = 0, st = 0;
+      uint32_t dbv = 0, hn = 0, st = 0, ret = 0;
       unsigned long long req = 0;
       if (uint32_t(lane) < a.RingsN) dbv = ld_sys32(table + WF_RT_DOORBELLS + 4 * lane);
       if (lane == 0) {
@@ -813,9 +821,30 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
         st = ld_sys32(stop);
         req = ld_sys64(table + WF_RT_SNAP_REQ);
       }
+      if (lane == 1) ret = ld_sys32(table + WF_RT_RETIRE); // the low half
       hn = __shfl_sync(full, hn, 0);
       st = __shfl_sync(full, st, 0);
       req = __shfl_sync(full, req, 0);
+      ret = __shfl_sync(full, ret, 1);
+      if (ret != retMirrored) {
+        if (lane == 0) st_volatile32(retireMirror, ret);
+        retMirrored = ret;
+      }
+      if (ret != quiesced) {
+        // The epoch every block has acknowledged: the oldest of their
+        // acknowledgements (wrap-safe, as distances behind ret).
+        int32_t behind = 0;
+        for (uint32_t b = lane; b < nblocks; b += 32) {
+          const int32_t d = int32_t(ret - ld_volatile32(acks + b));
+          if (d > behind) behind = d;
+        }
+        behind = __reduce_max_sync(full, behind);
+        const uint32_t q = ret - uint32_t(behind);
+        if (q != quiesced) {
+          if (lane == 0) st_release_sys64((unsigned long long*)(table + WF_RT_QUIESCED), q);
+          quiesced = q;
+        }
+      }
       if (req != snapDone) {
         // A counter snapshot: copy the words asked for from device memory
         // to the host's, then say done (the release covers the copies).
@@ -873,6 +902,7 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
   for (int k = tid; k < 2 * int(WF_MAX_SMALL); k += WF_THREADS) stage[k] = 0;
   if (tid == 0 && blockIdx.x == 0) st_release_sys(stop + 1, 0xC0DE0004u); // alive
   uint32_t rot = blockIdx.x;
+  uint32_t acked = 0; // lane 0 of warp 0: the retire epoch this block acknowledged
   for (;;) {
     // Warp 0 finds a ring with a submitted slot nobody took and claims it,
     // in the mirror the poller keeps (device memory); the winner then reads
@@ -881,6 +911,17 @@ extern "C" __global__ void __launch_bounds__(WF_THREADS) wf_kernel(WfArgs a) {
       uint32_t idle = 0, nap = 32;
       int got = 0, quit = 0;
       for (;;) {
+        if (lane == 0) {
+          // Between two slots: a program given back (a new retire epoch)
+          // is read no more by this block; the fence leaves no line of it
+          // in this multiprocessor's L1, and the acknowledgement says so.
+          const uint32_t rv = ld_volatile32(retireMirror);
+          if (rv != acked) {
+            fence_acq_rel_gpu();
+            st_volatile32(acks + blockIdx.x, rv);
+            acked = rv;
+          }
+        }
         const uint32_t nr = __shfl_sync(full, lane == 0 ? ld_volatile32(mirrorActive) : 0u, 0);
         uint32_t db = 0, cl = 0;
         if (uint32_t(lane) < nr && nr <= a.RingsN) {

@@ -72,11 +72,15 @@ type Kernel struct {
 	inUse []bool
 	regs  map[uintptr]*registration
 	progs map[*Program]bool
-	// spare is program memory given back by Unload: a running kernel's
-	// device memory is never freed (cuMemFree waits for the device to be
-	// idle, and a persistent kernel never is), only reused, and freed at
-	// Close.
+	// spare is program memory free for the next Load; retired, memory
+	// given back by Unload while the kernel runs, each with the retire
+	// epoch it waits for (see Load). A running kernel's device memory is
+	// never freed (cuMemFree waits for the device to be idle, and a
+	// persistent kernel never is), only reused, and freed at Close.
 	spare   []devMem
+	retired []retiredMem
+	epoch   uint32 // the last retire epoch published (rtRetire)
+	mem     MemoryStats
 	closed  bool
 	stopped bool
 	stopErr error
@@ -103,6 +107,32 @@ type KernelStats struct {
 type devMem struct {
 	handle uint64
 	words  int // capacity, in words
+}
+
+// retiredMem is program memory given back while the kernel ran, reusable
+// once the kernel acknowledged epoch.
+type retiredMem struct {
+	devMem
+	epoch uint32
+}
+
+// MemoryStats is the device memory the kernel's programs hold. Regions
+// are never freed while the kernel runs, only reused, so Allocations and
+// Bytes never fall before Close; with reuse they stop growing: a daemon
+// that swaps pipelines of about one size holds about three regions (the
+// running program, the next one and the one before, retiring).
+type MemoryStats struct {
+	Allocations int    // program regions allocated
+	Bytes       uint64 // their size
+	Live        int    // regions holding a loaded program
+	Spare       int    // regions free for the next Load
+	Retiring    int    // regions given back, waiting for the kernel's acknowledgement
+	Reused      uint64 // loads placed in a region given back before
+	// Unacknowledged counts the loads that found a retiring region large
+	// enough, waited retireWait for the kernel's acknowledgement in vain
+	// and allocated instead (a kernel without the acknowledgement, or a
+	// block stuck in a slot).
+	Unacknowledged uint64
 }
 
 // registration is one piece of frame memory registered with the device,
@@ -185,7 +215,7 @@ func (k *Kernel) setup() error {
 	if err != nil {
 		return fmt.Errorf("pinned stop word: %w", err)
 	}
-	claims, err := k.be.deviceZero(dvBytes)
+	claims, err := k.be.deviceZero(dvSize(o.Blocks + 1))
 	if err != nil {
 		return fmt.Errorf("ring claims: %w", err)
 	}
@@ -240,6 +270,21 @@ type Program struct {
 }
 
 // Load uploads dp; slots submitted with the returned program run it.
+//
+// It takes the smallest free region of program memory that is large
+// enough, else allocates one. While the kernel runs, a region given back
+// by Unload is free only once the kernel has acknowledged its retire
+// epoch: Unload publishes a new epoch (rtRetire) after the program's
+// last slot completed; each block, between two slots, sees it in the
+// poller's mirror, issues a fence (its multiprocessor's L1 holds no line
+// of the old words after it: they were read through the read-only path)
+// and stores the epoch in its acknowledgement word; the poller publishes
+// the epoch every block has reached (rtQuiesced). A region still waiting
+// is waited for up to retireWait (idle blocks acknowledge within
+// microseconds, busy ones within a slot), then Load allocates instead and
+// counts it (MemoryStats.Unacknowledged). The words of a region reused
+// while the kernel runs are written by the kernel's poller, like a new
+// upload's (no driver call touches device memory while it runs).
 func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	k.mu.Lock()
 	closed := k.closed
@@ -253,23 +298,35 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 	need := len(dp.Words) + 2*dp.Counters
 	k.mu.Lock()
 	running := k.started.Load() && !k.stopped
-	mem := devMem{words: need}
-	reuse := -1
-	if !running {
-		// Memory of unloaded programs is reused only while no kernel runs:
-		// a running kernel may hold the old words in its read-only caches.
-		for i, m := range k.spare {
-			if m.words >= need && (reuse < 0 || m.words < k.spare[reuse].words) {
-				reuse = i
-			}
+	reuse := k.takeSpareLocked(need, running)
+	if reuse < 0 && running && k.acknowledges() && k.retiringFitsLocked(need) {
+		deadline := time.Now().Add(retireWait)
+		for reuse < 0 && k.retiringFitsLocked(need) && time.Now().Before(deadline) {
+			k.mu.Unlock()
+			time.Sleep(20 * time.Microsecond)
+			k.mu.Lock()
+			running = k.started.Load() && !k.stopped
+			reuse = k.takeSpareLocked(need, running)
+		}
+		if reuse < 0 {
+			k.mem.Unacknowledged++
 		}
 	}
+	mem := devMem{words: need}
+	fresh := reuse < 0
 	var err error
 	switch {
-	case reuse >= 0:
+	case !fresh:
 		mem = k.spare[reuse]
 		k.spare = append(k.spare[:reuse], k.spare[reuse+1:]...)
-		err = k.be.rewrite(mem.handle, dp.Words, 2*dp.Counters)
+		k.mem.Reused++
+		if running && !k.o.Emulate {
+			k.mu.Unlock()
+			err = k.fillRunning(mem.handle, dp)
+			k.mu.Lock()
+		} else {
+			err = k.be.rewrite(mem.handle, dp.Words, 2*dp.Counters)
+		}
 	case running && !k.o.Emulate:
 		// New memory, filled by the kernel itself (see snapToDevice).
 		k.mu.Unlock()
@@ -279,12 +336,80 @@ func (k *Kernel) Load(dp *pipelines.DeviceProgram) (*Program, error) {
 		mem.handle, err = k.be.upload(dp.Words, 2*dp.Counters)
 	}
 	defer k.mu.Unlock()
+	if fresh && mem.handle != 0 {
+		k.mem.Allocations++
+		k.mem.Bytes += 8 * uint64(mem.words)
+	}
 	if err != nil {
+		if mem.handle != 0 {
+			k.spare = append(k.spare, mem) // the memory is the kernel's still; the next Load rewrites it
+		}
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	p := &Program{DP: dp, handle: mem.handle, mem: mem}
 	k.progs[p] = true
 	return p, nil
+}
+
+// acknowledges reports whether the running kernel acknowledges retire
+// epochs (its poller said so at start; the emulation always does).
+func (k *Kernel) acknowledges() bool {
+	return k.o.Emulate || k.debugWords()[1] == acksMark
+}
+
+// retireWait bounds how long Load waits for the kernel to acknowledge a
+// retiring region before it allocates instead.
+const retireWait = 50 * time.Millisecond
+
+// takeSpareLocked moves the regions the kernel has acknowledged to the
+// spare list (running) and returns the index of the smallest spare region
+// of at least need words, or -1.
+func (k *Kernel) takeSpareLocked(need int, running bool) int {
+	if len(k.retired) > 0 {
+		q := uint32(k.word(rtQuiesced).Load())
+		if !running {
+			q = k.epoch // a stopped kernel reads nothing
+		}
+		kept := k.retired[:0]
+		for _, r := range k.retired {
+			if int32(q-r.epoch) >= 0 {
+				k.spare = append(k.spare, r.devMem)
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		k.retired = kept
+	}
+	best := -1
+	for i, m := range k.spare {
+		if m.words >= need && (best < 0 || m.words < k.spare[best].words) {
+			best = i
+		}
+	}
+	return best
+}
+
+func (k *Kernel) retiringFitsLocked(need int) bool {
+	for _, r := range k.retired {
+		if r.words >= need {
+			return true
+		}
+	}
+	return false
+}
+
+// word is the ring table's 64-bit word at off.
+func (k *Kernel) word(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&k.table[off]))
+}
+
+// Memory reports the device memory the programs hold.
+func (k *Kernel) Memory() MemoryStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m := k.mem
+	m.Live, m.Spare, m.Retiring = len(k.progs), len(k.spare), len(k.retired)
+	return m
 }
 
 // uploadRunning places dp in new device memory while the kernel runs: the
@@ -295,29 +420,41 @@ func (k *Kernel) uploadRunning(dp *pipelines.DeviceProgram) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return h, k.fillRunning(h, dp)
+}
+
+// fillRunning has the kernel's poller write dp's words at device address
+// h and zero its counters after them.
+func (k *Kernel) fillRunning(h uint64, dp *pipelines.DeviceProgram) error {
 	k.snapMu.Lock()
 	defer k.snapMu.Unlock()
 	for off := 0; off < len(dp.Words); off += snapWords {
 		n := copy(k.shadow, dp.Words[off:])
 		if err := k.kernelOpLocked(snapToDevice, k.shadowD, h+8*uint64(off), n); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	if err := k.kernelOpLocked(snapZero, 0, h+8*uint64(len(dp.Words)), 2*dp.Counters); err != nil {
-		return 0, err
-	}
-	return h, nil
+	return k.kernelOpLocked(snapZero, 0, h+8*uint64(len(dp.Words)), 2*dp.Counters)
 }
 
 // Unload gives p's memory back for a later Load; no slot in flight may
-// still name it.
+// still name it (every slot submitted with p completed). While the kernel
+// runs the memory retires: Unload publishes a new retire epoch and the
+// memory is reused once the kernel has acknowledged it (see Load).
 func (k *Kernel) Unload(p *Program) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.progs[p] {
-		delete(k.progs, p)
-		k.spare = append(k.spare, p.mem)
+	if !k.progs[p] {
+		return
 	}
+	delete(k.progs, p)
+	if !k.started.Load() || k.stopped {
+		k.spare = append(k.spare, p.mem)
+		return
+	}
+	k.epoch++
+	k.word(rtRetire).Store(uint64(k.epoch))
+	k.retired = append(k.retired, retiredMem{p.mem, k.epoch})
 }
 
 // Counters reads p's counters as the kernel has counted them so far into
@@ -361,7 +498,7 @@ func (k *Kernel) snapshot(p *Program, dst []uint64) error {
 // kernelOpLocked asks the kernel's poller to do one snap* op of n words
 // and waits for it (snapMu held).
 func (k *Kernel) kernelOpLocked(op, src, dst uint64, n int) error {
-	at := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&k.table[off])) }
+	at := k.word
 	at(rtSnapOp).Store(op)
 	at(rtSnapSrc).Store(src)
 	at(rtSnapDst).Store(dst)

@@ -73,7 +73,14 @@ const (
 	rtSnapReq   = 216 // u64: the request's number, stored last
 	rtSnapDone  = 224 // u64: the number of the last request done (the kernel's)
 	rtSnapOp    = 232 // u64: what to do, a snap* op
-	rtBytes     = 256
+	// The retire epoch: the host bumps rtRetire (low 32 bits) when it
+	// gives back a program's memory while the kernel runs; the poller
+	// stores in rtQuiesced the latest epoch that every block acknowledged
+	// (dvAcks) after a fence, taken between slots. Memory retired at epoch
+	// e is reused once rtQuiesced has reached e (Kernel.Load).
+	rtRetire   = 240 // u64, the host's
+	rtQuiesced = 248 // u64, the kernel's
+	rtBytes    = 256
 )
 
 // Snapshot request ops: the kernel's poller copies words between device
@@ -86,6 +93,11 @@ const (
 	snapToDevice = 2 // host words to device memory (a program)
 	snapZero     = 3 // zero device words (a program's counters)
 )
+
+// acksMark is what the kernel's poller stores in word 2 of the stop page
+// when it starts: the kernel acknowledges retire epochs (a kernel.ptx
+// older than that protocol does not, and Load then does not wait for it).
+const acksMark = 0xAC4E0001
 
 // snapWords is the host memory the kernel copies counters into, in words:
 // a larger program's counters are copied in pieces.
@@ -102,8 +114,13 @@ const (
 	dvMirrorActive = dvMirror + 4*maxRings // u32: rings in use as last read
 	dvMirrorStop   = dvMirrorActive + 8    // u32: the stop word as last read
 	dvStats        = dvMirrorStop + 8      // u64 each: claims, lost claims, mirror refreshes, naps
-	dvBytes        = 512
+	dvRetire       = dvStats + 32          // u32: the retire epoch as last read (rtRetire)
+	dvAcks         = 512                   // u32 per block: the retire epoch it acknowledged
+	dvBytes        = dvAcks                // then 4 bytes per block (dvSize)
 )
+
+// dvSize is the kernel's own device memory for blocks blocks.
+func dvSize(blocks int) int { return dvAcks + 4*blocks }
 
 // slotLayout is where a slot of capacity n keeps its arrays.
 type slotLayout struct {

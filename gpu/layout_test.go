@@ -38,9 +38,9 @@ func layoutHeader() string {
 		{"THREADS", kernelThreads}, {"MAX_RINGS", maxRings}, {"WIN", winBytes}, {"WIN_HEAD", winHead},
 		{"RT_DOORBELLS", rtDoorbells}, {"RT_ACTIVE", rtActive}, {"RT_SNAP_SRC", rtSnapSrc}, {"RT_SNAP_DST", rtSnapDst},
 		{"RT_SNAP_WORDS", rtSnapWords}, {"RT_SNAP_REQ", rtSnapReq}, {"RT_SNAP_DONE", rtSnapDone},
-		{"RT_SNAP_OP", rtSnapOp}, {"SNAP_TO_HOST", snapToHost}, {"SNAP_TO_DEVICE", snapToDevice}, {"SNAP_ZERO", snapZero},
+		{"RT_SNAP_OP", rtSnapOp}, {"RT_RETIRE", rtRetire}, {"RT_QUIESCED", rtQuiesced}, {"ACKS_MARK", acksMark}, {"SNAP_TO_HOST", snapToHost}, {"SNAP_TO_DEVICE", snapToDevice}, {"SNAP_ZERO", snapZero},
 		{"DV_CLAIMS", dvClaims}, {"DV_MIRROR", dvMirror}, {"DV_MIRROR_ACTIVE", dvMirrorActive},
-		{"DV_MIRROR_STOP", dvMirrorStop}, {"DV_STATS", dvStats},
+		{"DV_MIRROR_STOP", dvMirrorStop}, {"DV_STATS", dvStats}, {"DV_RETIRE", dvRetire}, {"DV_ACKS", dvAcks},
 		{"VERDICT_SHIFT", verdictShift}, {"SLOT_SAMPLERS", maxSamplers},
 	} {
 		def(c.n, c.v)

@@ -36,6 +36,9 @@
 #define WF_RT_SNAP_REQ 0xd8ull
 #define WF_RT_SNAP_DONE 0xe0ull
 #define WF_RT_SNAP_OP 0xe8ull
+#define WF_RT_RETIRE 0xf0ull
+#define WF_RT_QUIESCED 0xf8ull
+#define WF_ACKS_MARK 0xac4e0001ull
 #define WF_SNAP_TO_HOST 0x1ull
 #define WF_SNAP_TO_DEVICE 0x2ull
 #define WF_SNAP_ZERO 0x3ull
@@ -44,6 +47,8 @@
 #define WF_DV_MIRROR_ACTIVE 0x180ull
 #define WF_DV_MIRROR_STOP 0x188ull
 #define WF_DV_STATS 0x190ull
+#define WF_DV_RETIRE 0x1b0ull
+#define WF_DV_ACKS 0x200ull
 #define WF_VERDICT_SHIFT 0x10ull
 #define WF_SLOT_SAMPLERS 0x4ull
 
@@ -122,7 +127,7 @@
 #define WF_D_CLASS 0x8ull
 #define WF_D_TCP 0x9ull
 #define WF_D_FRAG 0xaull
-#define WF_N_DIMS 0xbull
+#define WF_N_DIMS 0xcull
 #define WF_LEAF_DIM 0xffull
 #define WF_FAM_NONE 0x0ull
 #define WF_FAM_V4 0x1ull

@@ -55,6 +55,7 @@ func compileWith(s *Spec, extra map[string]Kind) (*Graph, error) {
 	}
 	c.validateSpec()
 	c.buildStages()
+	c.checkStageRefs()
 	c.checkEdges()
 	if c.errs.Len() > 0 {
 		return nil, c.finish()

@@ -94,9 +94,9 @@ test.yaml:8:5: stage "out": missing type`,
 			name: "unknown type lists known",
 			src: `name: p
 stages:
-  - {name: a, type: nat}
+  - {name: a, type: napt}
 `,
-			want: `test.yaml:3:21: stage "a": unknown stage type "nat" (known: balance, count, drop, filter, parse, pass, rewrite, sample, t_bad, t_mark, t_mod, t_noedges, t_panic, t_parity, t_sample, t_stub, tx)`,
+			want: `test.yaml:3:21: stage "a": unknown stage type "napt" (known: balance, conntrack, count, drop, filter, nat, parse, pass, reassemble, rewrite, sample, t_bad, t_mark, t_mod, t_noedges, t_panic, t_parity, t_sample, t_stub, tx)`,
 		},
 		{
 			name: "stub kind",
@@ -351,7 +351,7 @@ func TestBuiltinKinds(t *testing.T) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	want := []string{"balance", "count", "drop", "filter", "parse", "pass", "rewrite", "sample", "tx"}
+	want := []string{"balance", "conntrack", "count", "drop", "filter", "nat", "parse", "pass", "reassemble", "rewrite", "sample", "tx"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("kinds = %v, want %v", names, want)
 	}

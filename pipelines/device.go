@@ -210,6 +210,9 @@ func CompileDevice(g *Graph) (*DeviceProgram, error) {
 			}
 			dn.kind = DeviceParse
 		case *filterTemplate:
+			if t.usesCT {
+				return nil, &DeviceError{Stage: n.name, Kind: n.kind, Reason: "its rules match ct state, which only the CPU's conntrack stage sets"}
+			}
 			dn.kind = DeviceFilter
 			dn.rules = int(t.cls.n)
 		case *rewriteTemplate:

@@ -37,6 +37,14 @@
 //   - Stage Build functions run on untrusted configs: a panic in one is
 //     recovered and reported as an error of that stage, and stages whose
 //     options could not be decoded are not built.
+//   - Stateful stages (conntrack, nat, reassemble: stateful.go) keep
+//     tables per Runner, so the engine must give all packets of a flow,
+//     both directions, to one Runner: Graph.Steering says where
+//     (flowhash.go), and the engine steers by it before the first stateful
+//     stage. Their time is the batch's (rings.Batch.Time, the packets'
+//     capture time in replay), never the wall clock, so a replay is
+//     deterministic. Runner.CarryState hands the tables to the runner of a
+//     new graph on a swap where the stage's name and kind are unchanged.
 //   - Process must not allocate, lock or call the clock per packet: the
 //     Runner reads the clock once per node per batch, and only with
 //     RunnerOptions.Timing.

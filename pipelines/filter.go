@@ -36,6 +36,12 @@ import (
 //   - class: a rings.Class name, or malformed for every class that says the
 //     packet is broken (all but unparsed, ok and unknown_l3).
 //   - fragment: true matches IP fragments, false everything else.
+//   - ct: new, established, related, invalid, untracked: the state a
+//     conntrack stage before this filter gave the packet (rings.Meta.CT;
+//     untracked when none did), Linux's ct state.
+//   - ct_dir: original or reply: the packet's direction in its flow. Only
+//     new, established and related packets have one: ct_dir matches no
+//     untracked or invalid packet, as Linux's ct direction.
 //
 // Edge 0 is accept (the stage's next); each distinct other target gets one
 // edge, in order of first use (default first). Build compiles the rules
@@ -167,6 +173,9 @@ func newFilterTemplate(rules []filterRule, def, next Target) (*filterTemplate, *
 		return nil, bad
 	}
 	t.cls = buildClassifier(rules)
+	for i := range rules {
+		t.usesCT = t.usesCT || rules[i].hasCT()
+	}
 	keys := make([]string, len(rules)+1)
 	keys[0] = "default"
 	for i := range rules {
@@ -187,6 +196,7 @@ type filterTemplate struct {
 	ruleEdge []Edge           // per rule, then the default's at index len(rules)
 	counters *counters.Layout // rule: default, then rule 0, 1, ...
 	kernel   kernelInput
+	usesCT   bool // some rule matches ct or ct_dir
 }
 
 func (t *filterTemplate) Edges() []Target { return t.edges }

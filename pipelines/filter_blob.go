@@ -335,6 +335,11 @@ func GraphFilter(g *Graph) (*FilterProgram, error) {
 	if fn.terminal || !ok {
 		return nil, ErrNoFilter
 	}
+	if ft.usesCT {
+		// The device computes the key without connection tracking (its
+		// kernel has no ct dimension): such a filter stays on the CPU.
+		return nil, fmt.Errorf("filter %q matches ct state, which only the CPU's conntrack stage sets: %w", fn.name, ErrNoFilter)
+	}
 	n := len(ft.ruleEdge)
 	p := &FilterProgram{
 		Blob:         ft.cls.serialise(),

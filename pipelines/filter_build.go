@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+
+	"github.com/warpflow/warpflow/rings"
 )
 
 // Build-time half of the classifier: projecting rules onto key dimensions
@@ -158,6 +160,15 @@ func projectRule(r *filterRule) projRule {
 			f = 1
 		}
 		p.dims[dFrag] = []ival{{f, f}}
+	}
+	if r.hasCT() {
+		var cv []ival
+		for v := range uint64(16) {
+			if uint8(v)&^(rings.CTStateMask|rings.CTReply) == 0 && r.ctMatch(uint8(v)) {
+				cv = append(cv, ival{v, v})
+			}
+		}
+		p.dims[dCT] = normIvals(cv)
 	}
 	for d := range p.dims {
 		if p.dims[d] != nil && len(p.dims[d]) == 0 {
@@ -387,7 +398,11 @@ func tightestGateDim(p *projRule) (dim int, ok bool) {
 
 // checkOrder is the order a rule's dimension checks run in: the most
 // selective first, so a mismatch is found early.
-var checkOrder = [nDims]int{dSrcHi, dDstHi, dDport, dSport, dSrcLo, dDstLo, dL3, dVLAN, dTCP, dClass, dFrag}
+var checkOrder = [...]int{dSrcHi, dDstHi, dDport, dSport, dSrcLo, dDstLo, dL3, dVLAN, dTCP, dClass, dFrag, dCT}
+
+// Every dimension is checked: a new one left out of checkOrder would never
+// be tested (the length must be nDims).
+var _ = [1]struct{}{}[len(checkOrder)-nDims]
 
 // treeBudget bounds the leaf entries and nodes a tree of n rules may use: rule
 // sets whose rules overlap in every dimension would otherwise replicate

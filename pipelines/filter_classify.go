@@ -23,6 +23,8 @@ import (
 //	dClass        rings.Class
 //	dTCP          the TCP flags byte, or 256 when not TCP
 //	dFrag         1 for a fragment, else 0
+//	dCT           rings.Meta.CT: the conntrack state and direction bit
+//	              (0, untracked, when no conntrack stage ran)
 //
 // A rule is then (almost always) exactly a box product of interval sets.
 // The only exception is an address list mixing families, or holding several
@@ -60,6 +62,7 @@ const (
 	dClass
 	dTCP
 	dFrag
+	dCT
 	nDims
 )
 
@@ -82,7 +85,7 @@ const (
 // dimMax is each dimension's largest value.
 var dimMax = [nDims]uint64{
 	dL3: famARP<<9 | 511, dSrcHi: maxUint64, dSrcLo: maxUint64, dDstHi: maxUint64, dDstLo: maxUint64,
-	dSport: noPort, dDport: noPort, dVLAN: noVLAN, dClass: 255, dTCP: noTCP, dFrag: 1,
+	dSport: noPort, dDport: noPort, dVLAN: noVLAN, dClass: 255, dTCP: noTCP, dFrag: 1, dCT: 15,
 }
 
 // filterFamily says which L3 family a packet is, the flags taken in this
@@ -150,6 +153,7 @@ func filterKey(m *rings.Meta, k *[nDims]uint64) {
 	if m.Flags&rings.FlagFragment != 0 {
 		k[dFrag] = 1
 	}
+	k[dCT] = uint64(m.CT & (rings.CTStateMask | rings.CTReply))
 }
 
 // ival is an inclusive interval of one key dimension.

@@ -61,7 +61,7 @@ func (c *filterClassifier) gatesPass(t *cTree, k *[nDims]uint64) bool {
 // gateDims are the dimensions gates may test. dSrcLo/dDstLo are left out:
 // only long IPv6 prefixes constrain them, and their high half's gate
 // already separates those.
-var gateDims = [...]int{dL3, dSrcHi, dDstHi, dSport, dDport, dVLAN, dClass, dTCP, dFrag}
+var gateDims = [...]int{dL3, dSrcHi, dDstHi, dSport, dDport, dVLAN, dClass, dTCP, dFrag, dCT}
 
 // buildGates computes the gates of the tree over rules rs and appends them
 // to c, returning their offset and count.

@@ -129,6 +129,12 @@ func genRule(r intner) filterRule {
 	if r.IntN(6) == 0 {
 		fr.hasFrag, fr.frag = true, r.IntN(2) == 0
 	}
+	if r.IntN(6) == 0 {
+		fr.ctStates = uint8(r.IntN(32)) // may stay 0: only ct_dir
+		if r.IntN(3) == 0 {
+			fr.ctDirs = uint8(1 + r.IntN(2))
+		}
+	}
 	switch r.IntN(3) {
 	case 0: // accept: the zero Target
 	case 1:
@@ -182,6 +188,14 @@ func genMeta(r intner) rings.Meta {
 		m.VLANs[0] |= 0xf000 // PCP/DEI bits must not matter
 	}
 	m.TCPFlags = uint8(r.IntN(256))
+	if r.IntN(2) == 0 {
+		// A conntrack state and direction, and sometimes stray bits
+		// above them that must not matter.
+		m.CT = uint8(r.IntN(5)) | uint8(r.IntN(2))<<3
+		if r.IntN(8) == 0 {
+			m.CT |= 0xf0
+		}
+	}
 	return m
 }
 

@@ -67,6 +67,8 @@ func keyDim(m *rings.Meta, d uint8) uint64 {
 		if f&rings.FlagFragment != 0 {
 			return 1
 		}
+	case dCT:
+		return uint64(m.CT & (rings.CTStateMask | rings.CTReply))
 	}
 	return 0
 }

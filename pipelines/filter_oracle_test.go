@@ -90,5 +90,17 @@ func oracleRule(r *filterRule, m *rings.Meta) bool {
 	if r.hasFrag && (m.Flags&rings.FlagFragment != 0) != r.frag {
 		return false
 	}
+	if r.ctStates != 0 && r.ctStates&(1<<(m.CT&rings.CTStateMask)) == 0 {
+		return false
+	}
+	if r.ctDirs != 0 {
+		st := m.CT & rings.CTStateMask
+		if st != rings.CTNew && st != rings.CTEstablished && st != rings.CTRelated {
+			return false // untracked and invalid packets have no direction
+		}
+		if r.ctDirs == 1 && m.CT&rings.CTReply != 0 || r.ctDirs == 2 && m.CT&rings.CTReply == 0 {
+			return false
+		}
+	}
 	return true
 }

@@ -31,7 +31,39 @@ type filterRule struct {
 	frag    bool // match fragments (true) or non-fragments (false)
 	hasFrag bool
 
+	// ctStates has bit s set for each rings.CT state (CTUntracked ..
+	// CTInvalid) the rule matches; ctDirs bit 0 original, bit 1 reply.
+	// Zero means unconstrained.
+	ctStates uint8
+	ctDirs   uint8
+
 	action Target // where matching packets go; the zero Target is accept (the next edge)
+}
+
+// hasCT reports whether the rule matches on connection-tracking state.
+func (r *filterRule) hasCT() bool { return r.ctStates != 0 || r.ctDirs != 0 }
+
+// ctMatch reports whether a packet whose Meta.CT is v passes the rule's
+// ct and ct_dir fields.
+func (r *filterRule) ctMatch(v uint8) bool {
+	if r.ctStates != 0 && r.ctStates&(1<<(v&rings.CTStateMask)) == 0 {
+		return false
+	}
+	if r.ctDirs == 0 {
+		return true
+	}
+	// Only a tracked packet has a direction (Linux's ct direction fails
+	// on a packet without a conntrack entry).
+	switch v & rings.CTStateMask {
+	case rings.CTNew, rings.CTEstablished, rings.CTRelated:
+	default:
+		return false
+	}
+	dir := uint8(1)
+	if v&rings.CTReply != 0 {
+		dir = 2
+	}
+	return r.ctDirs&dir != 0
 }
 
 // portRange is an inclusive range of ports (or VLAN ids).
@@ -79,7 +111,15 @@ type filterRuleYAML struct {
 	TCPFlags yaml.Node `yaml:"tcp_flags"`
 	Class    yaml.Node `yaml:"class"`
 	Fragment yaml.Node `yaml:"fragment"`
+	CT       yaml.Node `yaml:"ct"`
+	CTDir    yaml.Node `yaml:"ct_dir"`
 	Action   yaml.Node `yaml:"action"`
+}
+
+// ctStateNames are the ct: values, by rings.CT state.
+var ctStateNames = [...]string{
+	rings.CTUntracked: "untracked", rings.CTNew: "new", rings.CTEstablished: "established",
+	rings.CTRelated: "related", rings.CTInvalid: "invalid",
 }
 
 // parseFilterRule decodes one rule node, reporting every problem through c.
@@ -100,9 +140,9 @@ func parseFilterRule(c *BuildContext, n *yaml.Node) (filterRule, bool) {
 		}
 		return n
 	}
-	y := struct{ Proto, Src, Dst, SrcPort, DstPort, VLAN, TCPFlags, Class, Fragment, Action *yaml.Node }{
+	y := struct{ Proto, Src, Dst, SrcPort, DstPort, VLAN, TCPFlags, Class, Fragment, CT, CTDir, Action *yaml.Node }{
 		opt(&yv.Proto), opt(&yv.Src), opt(&yv.Dst), opt(&yv.SrcPort), opt(&yv.DstPort),
-		opt(&yv.VLAN), opt(&yv.TCPFlags), opt(&yv.Class), opt(&yv.Fragment), opt(&yv.Action),
+		opt(&yv.VLAN), opt(&yv.TCPFlags), opt(&yv.Class), opt(&yv.Fragment), opt(&yv.CT), opt(&yv.CTDir), opt(&yv.Action),
 	}
 	ok := true
 	each := func(v *yaml.Node, what string, f func(s string, at *yaml.Node) bool) {
@@ -244,6 +284,28 @@ func parseFilterRule(c *BuildContext, n *yaml.Node) (filterRule, bool) {
 		}
 		r.hasFrag = true
 	}
+	each(y.CT, "ct", func(s string, at *yaml.Node) bool {
+		for st, name := range ctStateNames {
+			if name == s {
+				r.ctStates |= 1 << st
+				return true
+			}
+		}
+		c.Errorf(at, "ct %q: want new, established, related, invalid or untracked", s)
+		return false
+	})
+	each(y.CTDir, "ct_dir", func(s string, at *yaml.Node) bool {
+		switch s {
+		case "original":
+			r.ctDirs |= 1
+		case "reply":
+			r.ctDirs |= 2
+		default:
+			c.Errorf(at, "ct_dir %q: want original or reply", s)
+			return false
+		}
+		return true
+	})
 	switch {
 	case y.Action == nil || (y.Action.Kind == yaml.ScalarNode && y.Action.Value == ""):
 		c.Errorf(n, "rule: missing action (accept, drop:<reason> or a stage name)")

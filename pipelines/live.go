@@ -87,6 +87,14 @@ func (t *liveTable) load(i int) (pkts, bytes uint64) {
 	return t.pkts[i].Load(), t.bytes[i].Load()
 }
 
+// addPairs adds parallel packet and byte counters into dst, in order.
+func addPairs(dst []counters.Value, pkts, bytes []uint64) {
+	for k := range dst {
+		dst[k].Value += pkts[k]
+		dst[k].Bytes += bytes[k]
+	}
+}
+
 // addTo adds the published counters at indices [from, from+len(dst)) into
 // dst.
 func (t *liveTable) addTo(dst []counters.Value, from int) {

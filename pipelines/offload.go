@@ -263,6 +263,8 @@ func (g *Graph) planOffload(mode OffloadMode) *OffloadPlan {
 				why = fmt.Sprintf("its action %s is not drop or pass", or.Action)
 			case i >= KernelMaxRules || i >= len(in.head):
 				why = fmt.Sprintf("the kernel's table holds %d rules", KernelMaxRules)
+			case in.head[i].hasCT():
+				why = "it matches ct state, which only the workers' conntrack stage knows"
 			}
 			if why == "" {
 				r := &in.head[i]
@@ -349,6 +351,9 @@ func buildKernelRules(rules []filterRule, planned []OffloadRule) KernelRules {
 		}
 		if r.hasClass && r.class[okBit/64]&(1<<(okBit%64)) == 0 {
 			continue // matches no class-OK frame: never fires in the kernel
+		}
+		if r.hasCT() && !r.ctMatch(rings.CTUntracked) {
+			continue // the kernel's frames are untracked (the planner moves no ct rule anyway)
 		}
 		for _, fam := range []uint64{famV4, famV6} {
 			for proto := range uint64(256) {

@@ -31,7 +31,8 @@ func TestKernelRulesAgreeWithOracle(t *testing.T) {
 			if fam != famV4 && fam != famV6 {
 				continue
 			}
-			m.Class = rings.ClassOK // the kernel decides class-OK frames only
+			m.Class = rings.ClassOK  // the kernel decides class-OK frames only
+			m.CT = rings.CTUntracked // before any stage: no conntrack ran
 			want := oracleMatch(rules, &m)
 			if want == len(rules) {
 				want = -1

@@ -15,6 +15,10 @@ type RunnerOptions struct {
 	// Timing measures the time spent in each node: one clock read per node
 	// that has packets, per batch (never per packet).
 	Timing bool
+	// Worker and Workers say which of how many workers the runner is for
+	// (stages that implement WorkerAware are told). Zero Workers means
+	// one.
+	Worker, Workers int
 }
 
 // Runner executes a Graph on batches, VPP style: every node has a
@@ -52,6 +56,10 @@ type Runner struct {
 	// lives are the nodes whose stage is a LiveReporter, published with
 	// the node counters.
 	lives []int32
+	// committers are the stages to confirm after each batch, servicers
+	// those that serve control requests (stateful.go).
+	committers []Committer
+	servicers  []Servicer
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -124,6 +132,15 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		if _, ok := rn.stage.(LiveReporter); ok {
 			r.lives = append(r.lives, int32(i))
 		}
+		if c, ok := rn.stage.(Committer); ok {
+			r.committers = append(r.committers, c)
+		}
+		if sv, ok := rn.stage.(Servicer); ok {
+			r.servicers = append(r.servicers, sv)
+		}
+		if wa, ok := rn.stage.(WorkerAware); ok {
+			wa.SetWorker(o.Worker, max(o.Workers, 1))
+		}
 		rn.table = new([256]int32)
 		rn.edgePackets = new([256]uint64)
 		rn.edgeBytes = new([256]uint64)
@@ -131,6 +148,11 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 			rn.table[e] = g.badEdge
 		}
 		copy(rn.table[:], gn.edges)
+	}
+	for i := range r.nodes {
+		if l, ok := r.nodes[i].stage.(Linker); ok {
+			l.Link(r.Stage)
+		}
 	}
 	r.pub = make([]nodePub, len(g.nodes))
 	for i := range g.nodes {
@@ -260,8 +282,14 @@ func (r *Runner) Process(b *rings.Batch) {
 	if t := r.tap.Load(); t != r.curTap {
 		r.takeTap(t)
 	}
+	if r.servicers != nil {
+		r.Service()
+	}
 	for start := 0; start < n; start += r.chunk {
 		r.run(b, start, min(start+r.chunk, n))
+	}
+	for _, c := range r.committers {
+		c.Commit(b)
 	}
 	if n > 0 && !r.mixed {
 		r.outcome.Valid = true

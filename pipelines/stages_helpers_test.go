@@ -270,6 +270,12 @@ func stLayout(st Stage) *counters.Layout {
 		return sampleLayout
 	case *tkMark:
 		return tkMarkLayout
+	case *ctStage:
+		return ctLayout
+	case *natStage:
+		return natLayout
+	case *raStage:
+		return raLayout
 	}
 	return nil
 }

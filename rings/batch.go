@@ -20,6 +20,10 @@ type Batch struct {
 	mem       []byte // the arena's memory
 	frameMask uint64 // frameSize-1
 
+	// time is the Meta.Time Append and AppendRun give the packets they
+	// add (SetTime).
+	time uint32
+
 	// Deferred metadata (DeferMeta): the packets from index lazyFrom on
 	// have their Meta not yet written; runs say which Seq and InPort each
 	// gets. SettleMeta writes them.
@@ -35,6 +39,7 @@ type lazyRun struct {
 	seq    uint64
 	n      uint16
 	inPort uint16
+	time   uint32
 }
 
 // maxLazyRuns bounds the runs a batch defers; one more appended run
@@ -105,8 +110,19 @@ func (b *Batch) Append(d Desc, seq uint64, inPort uint16) {
 	}
 	m := &b.Meta[n]
 	*m = Meta{}
-	m.Seq, m.InPort = seq, inPort
+	m.Seq, m.InPort, m.Time = seq, inPort, b.time
 }
+
+// SetTime sets the receive time (Meta.Time, milliseconds on the wrapping
+// clock) that Append and AppendRun give the packets they add from now on.
+// A port that knows each packet's time (a replay) calls it per packet; the
+// engine calls it once per receive call for the others. It is cheap: one
+// store, and a run of deferred metadata only splits where the time
+// changes.
+func (b *Batch) SetTime(ms uint32) { b.time = ms }
+
+// Time returns the time SetTime set last.
+func (b *Batch) Time() uint32 { return b.time }
 
 // AppendRun appends as many of descs as fit, giving them consecutive
 // receive sequence numbers from seq, and returns how many it appended. It
@@ -126,6 +142,7 @@ func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 	for i := range meta {
 		meta[i].Seq = seq + uint64(i)
 		meta[i].InPort = inPort
+		meta[i].Time = b.time
 	}
 	return k
 }
@@ -147,7 +164,7 @@ func (b *Batch) DeferMeta(on bool) {
 }
 
 // SettleMeta writes the metadata Append and AppendRun deferred (zero but
-// for Seq and InPort). It costs nothing when nothing is deferred. The
+// for Seq, InPort and Time). It costs nothing when nothing is deferred. The
 // goroutine that processes a batch calls it first.
 func (b *Batch) SettleMeta() {
 	if b.nruns == 0 {
@@ -160,6 +177,7 @@ func (b *Batch) SettleMeta() {
 		for i := range meta {
 			meta[i].Seq = r.seq + uint64(i)
 			meta[i].InPort = r.inPort
+			meta[i].Time = r.time
 		}
 		at += int(r.n)
 	}
@@ -173,17 +191,17 @@ func (b *Batch) SettleMeta() {
 func (b *Batch) deferRun(n, k int, seq uint64, inPort uint16) bool {
 	if b.nruns == 0 {
 		b.lazyFrom = uint16(n)
-		b.runs[0] = lazyRun{seq: seq, n: uint16(k), inPort: inPort}
+		b.runs[0] = lazyRun{seq: seq, n: uint16(k), inPort: inPort, time: b.time}
 		b.nruns = 1
 		return true
 	}
 	last := &b.runs[b.nruns-1]
-	if last.inPort == inPort && last.seq+uint64(last.n) == seq {
+	if last.inPort == inPort && last.seq+uint64(last.n) == seq && last.time == b.time {
 		last.n += uint16(k)
 		return true
 	}
 	if int(b.nruns) < maxLazyRuns {
-		b.runs[b.nruns] = lazyRun{seq: seq, n: uint16(k), inPort: inPort}
+		b.runs[b.nruns] = lazyRun{seq: seq, n: uint16(k), inPort: inPort, time: b.time}
 		b.nruns++
 		return true
 	}

@@ -64,6 +64,10 @@ const (
 	FlagInnerL4                     // InnerL4Off valid
 	FlagARP                         // L3 is ARP
 	FlagCut                         // the capture kept fewer bytes than the packet had (set by the receiving port, kept by parse)
+	// FlagVirtualL4: a later fragment (FlagFragment without FlagFirstFrag)
+	// whose SrcPort/DstPort a reassemble stage filled in from its
+	// datagram's first fragment; L4Off stays invalid (no L4 header here).
+	FlagVirtualL4
 )
 
 // Tunnel names the encapsulation recognised by the parse stage.
@@ -126,13 +130,43 @@ type Meta struct {
 	Hash uint32 // symmetric 5-tuple hash, written by balance (0 until then)
 
 	Verdict Verdict
-	Target  uint16 // output port index (VerdictTX) or drop reason index (VerdictDrop)
+	// CT is the connection-tracking state a conntrack stage gave the
+	// packet: a CTState in the low bits, CTReply set for a packet of the
+	// reply direction. Zero (CTUntracked) until a conntrack stage runs.
+	// It sits in what was padding after Verdict: Meta's size is unchanged.
+	CT     uint8
+	Target uint16 // output port index (VerdictTX) or drop reason index (VerdictDrop)
 
 	SampleMask uint32 // bit i set: sample stage i saw the packet and it is a sampling candidate
+
+	// Time is when the packet was received, in milliseconds on a clock
+	// that wraps every 2^32 ms (49.7 days): compare two times by their
+	// signed difference, int32(a-b). A replay port writes the capture's
+	// timestamp (Unix ms, truncated), so a replay times out flows the
+	// same way every run; the engine writes one clock read per receive
+	// call for ports that stamp nothing (Batch.SetTime). Stateful stages
+	// (conntrack, nat, reassemble) read it; nothing else does. It sits in
+	// what was tail padding: Meta's size is unchanged.
+	Time uint32
 }
 
-// Reset clears everything the pipeline writes, keeping Seq and InPort.
+// Connection-tracking states (Meta.CT), the classes Linux's ct state
+// names: what a filter's ct: match tests.
+const (
+	CTUntracked   uint8 = iota // no conntrack stage saw the packet
+	CTNew                      // first packets of a flow, before any reply
+	CTEstablished              // a flow that has seen traffic both ways (or a reply)
+	CTRelated                  // an ICMP error about a tracked flow
+	CTInvalid                  // the tracker could not place it (see the conntrack stage's reasons)
+
+	CTStateMask uint8 = 0x07
+	// CTReply marks a packet of the flow's reply direction (ct_dir reply).
+	CTReply uint8 = 0x08
+)
+
+// Reset clears everything the pipeline writes, keeping Seq, InPort and
+// Time (what the receiving port wrote).
 func (m *Meta) Reset() {
-	seq, in := m.Seq, m.InPort
-	*m = Meta{Seq: seq, InPort: in}
+	seq, in, t := m.Seq, m.InPort, m.Time
+	*m = Meta{Seq: seq, InPort: in, Time: t}
 }

@@ -41,6 +41,19 @@
 // handoff is a Store by the owner followed by a Load by the next owner, so
 // plain reads and writes of the batch itself need no further fencing.
 //
+// # Pinned pools
+//
+// With Options.Pinned the claim counter is not used: sequence s belongs
+// to worker s % Workers, and each worker walks its own sequences (w,
+// w+Workers, ...) with a private cursor, so nothing is contended and
+// everything one worker runs is in submission order. The engine uses it
+// to steer flows (a round of Workers slots, one per worker, per received
+// batch). Parking is per worker: a worker announces itself on its own
+// sleeping flag and re-checks its own next slot; Submit stores ready and
+// then loads the flag of the sequence's worker (the same Dekker pairing
+// as below, one worker at a time), waking it on its own channel. Close's
+// drain runs each left-over slot with its own worker's kernel.
+//
 // # The Executor contract
 //
 // Executor is the interface the engine drives; Pool is its CPU

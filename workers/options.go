@@ -35,6 +35,14 @@ type Options struct {
 	// sched_setaffinity (Linux only). Pinning implies LockOSThread. Every
 	// CPU must be in the process's affinity set.
 	CPUs []int
+	// Pinned assigns sequence numbers to workers instead of letting any
+	// worker claim the next ready slot: sequence s is run by worker
+	// s % Workers, each worker walking its own sequences in order. A
+	// producer that fills Workers slots per round can then send each
+	// worker its own share (flow steering), and everything one worker
+	// runs is ordered. A slow worker holds up the round (as any slow
+	// batch holds up completion).
+	Pinned bool
 }
 
 // IdlePolicy is a worker's back-off when it finds no ready slot: it polls

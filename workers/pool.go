@@ -87,6 +87,9 @@ type Pool struct {
 	idle    IdlePolicy
 	workers []*worker
 	wg      sync.WaitGroup
+	// pinned: sequence s belongs to worker s % len(workers) (Options.Pinned);
+	// each worker's next sequence is its own (worker.next), claim unused.
+	pinned bool
 
 	closeMu sync.Mutex // serialises Close and late Submits
 	stopped bool       // every worker has exited; guarded by closeMu
@@ -109,6 +112,7 @@ func NewPool(o Options, kernels []Kernel) (*Pool, error) {
 		quit:     make(chan struct{}),
 		idle:     o.Idle,
 		workers:  make([]*worker, o.Workers),
+		pinned:   o.Pinned,
 	}
 	for i := range p.slots {
 		b := o.NewBatch()
@@ -120,7 +124,7 @@ func NewPool(o Options, kernels []Kernel) (*Pool, error) {
 
 	started := make(chan error, o.Workers)
 	for i := range p.workers {
-		w := &worker{id: i, kernel: kernels[i], cpu: -1, lock: o.LockOSThread}
+		w := &worker{id: i, kernel: kernels[i], cpu: -1, lock: o.LockOSThread, next: uint64(i), wake: make(chan struct{}, 1)}
 		if len(o.CPUs) > 0 {
 			w.cpu = o.CPUs[i%len(o.CPUs)]
 			w.lock = true
@@ -186,7 +190,15 @@ func (p *Pool) Submit() {
 	// Dekker pairing with park: a worker increments sleepers and then
 	// re-checks the slot; we stored ready and then read sleepers. With
 	// sequentially consistent atomics at least one of us sees the other.
-	if p.sleepers.Load() != 0 {
+	if p.pinned {
+		// Only the sequence's own worker can run it: wake that one.
+		if w := p.workers[seq%uint64(len(p.workers))]; w.sleeping.Load() != 0 {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	} else if p.sleepers.Load() != 0 {
 		select {
 		case p.wake <- struct{}{}:
 		default: // tokens already pending: a parked worker will not stay parked
@@ -271,9 +283,21 @@ func (p *Pool) lateSubmit() {
 }
 
 // drainLocked runs worker 0's kernel on every ready slot left once all
-// workers have exited. Caller holds closeMu with stopped set, so no worker
+// workers have exited (a pinned pool: each slot's own worker's kernel, in
+// sequence order). Caller holds closeMu with stopped set, so no worker
 // or other drain touches the claim counter or the kernel.
 func (p *Pool) drainLocked() {
+	if p.pinned {
+		for progress := true; progress; {
+			progress = false
+			for _, w := range p.workers {
+				for p.claimOne(w) {
+					progress = true
+				}
+			}
+		}
+		return
+	}
 	w := p.workers[0]
 	for p.claimOne(w) {
 	}

@@ -17,6 +17,13 @@ type worker struct {
 	cpu    int // -1: not pinned
 	lock   bool
 
+	// A pinned pool's: the worker's next sequence (its own, written only
+	// by it, or by a drain after it exited), whether it is parked, and its
+	// own wake-up channel.
+	next     uint64
+	sleeping atomic.Int32
+	wake     chan struct{}
+
 	_       [cacheLine]byte
 	batches atomic.Uint64
 	packets atomic.Uint64
@@ -68,7 +75,7 @@ func (p *Pool) run(w *worker, started chan<- error) {
 		// Order matters: load closed, then look for work. Submit stores
 		// ready and then loads closed, so a batch submitted before Close
 		// is either seen here or handled by Close's drain.
-		if p.closed.Load() && !p.readyAtClaim() {
+		if p.closed.Load() && !p.readyFor(w) {
 			break
 		}
 		switch {
@@ -108,9 +115,20 @@ func (p *Pool) readyAtClaim() bool {
 	return p.slots[c&p.mask].status.Load() == p.word(statusReady, c)
 }
 
+// readyFor reports whether worker w has a ready slot to run.
+func (p *Pool) readyFor(w *worker) bool {
+	if p.pinned {
+		return p.slots[w.next&p.mask].status.Load() == p.word(statusReady, w.next)
+	}
+	return p.readyAtClaim()
+}
+
 // claimOne claims the next ready slot, runs w's kernel on it and marks it
 // done. It reports false, doing nothing, when that slot is not ready.
 func (p *Pool) claimOne(w *worker) bool {
+	if p.pinned {
+		return p.runPinned(w)
+	}
 	c := p.claim.Load()
 	s := &p.slots[c&p.mask]
 	// Only "ready in c's lap" will do. A plain "ready" could be left over
@@ -136,9 +154,61 @@ func (p *Pool) claimOne(w *worker) bool {
 	return true
 }
 
+// runPinned runs worker w's next sequence if it is ready. Only w (or a
+// drain after it exited) runs its sequences, so no claim is contended;
+// "ready in the sequence's lap" still guards against a word left from the
+// previous lap.
+func (p *Pool) runPinned(w *worker) bool {
+	c := w.next
+	s := &p.slots[c&p.mask]
+	if s.status.Load() != p.word(statusReady, c) {
+		return false
+	}
+	s.status.Store(p.word(statusBusy, c))
+	b := s.batch
+	b.SettleMeta()
+	w.kernel.Process(b)
+	bump(&w.batches, 1)
+	bump(&w.packets, uint64(b.Len()))
+	w.next = c + uint64(len(p.workers))
+	s.status.Store(p.word(statusDone, c))
+	return true
+}
+
+// parkPinned is park for a pinned pool's worker: it announces itself on
+// its own flag, which Submit reads after storing ready for its sequence.
+func (p *Pool) parkPinned(w *worker, timer *time.Timer) bool {
+	w.sleeping.Store(1)
+	if p.readyFor(w) || p.closed.Load() {
+		w.sleeping.Store(0)
+		return true
+	}
+	bump(&w.parks, 1)
+	var timeout <-chan time.Time
+	if timer != nil {
+		timer.Reset(p.idle.MaxPark)
+		timeout = timer.C
+	}
+	woken := true
+	select {
+	case <-w.wake:
+	case <-p.quit:
+	case <-timeout:
+		woken = false
+	}
+	w.sleeping.Store(0)
+	if timer != nil {
+		timer.Stop()
+	}
+	return woken
+}
+
 // park sleeps until a Submit wakes a worker, Close, or MaxPark passes. It
 // reports whether it was woken (rather than timing out with nothing to do).
 func (p *Pool) park(w *worker, timer *time.Timer) bool {
+	if p.pinned {
+		return p.parkPinned(w, timer)
+	}
 	// Announce, then re-check: pairs with Submit's store-ready-then-load-
 	// sleepers so that a Submit never misses a parking worker.
 	p.sleepers.Add(1)

@@ -75,6 +75,7 @@ the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.pn
 	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "each testpmd run's length")
 	fl.IntVar(&o.TestpmdCPUs[1], "testpmd-cpu", o.TestpmdCPUs[1], "testpmd's forwarding lcore")
 	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
+	fl.Uint64Var(&o.StatefulFlows, "stateful-flows", o.StatefulFlows, "concurrent flows of the stateful rows (conntrack table of as many, ~122 bytes each; 0: no stateful rows)")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the in-process rows to this file (go tool pprof)")
 	return cmd
@@ -108,7 +109,20 @@ func printBench(cmd *cobra.Command, res bench.Result) {
 			kind = "reference"
 			state = strings.ToLower(state) + " (stricter baseline than the issue's, for comparison)"
 		}
+		if t.Unit != "" {
+			op := ">="
+			if t.Max {
+				op = "<="
+			}
+			fmt.Fprintf(w, "%-9s %-60s %.3g %s (want %s %g): %s\n", kind, t.Name, t.Ratio, t.Unit, op, t.Want, state)
+			continue
+		}
 		fmt.Fprintf(w, "%-9s %-60s ratio %.2f (want >= %.1f): %s\n", kind, t.Name, t.Ratio, t.Want, state)
+	}
+	for _, r := range res.Rows {
+		if r.Flows > 0 {
+			fmt.Fprintf(w, "%s: %d flows in the conntrack table, %.1f bytes of table per flow\n", r.Name, r.Flows, r.TableBytesPerFlow)
+		}
 	}
 }
 

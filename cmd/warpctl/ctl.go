@@ -130,7 +130,7 @@ func writeJSONOut(w io.Writer, v any) error {
 
 // newControlCommands are the commands that drive a running warpflowd.
 func newControlCommands() []*cobra.Command {
-	return []*cobra.Command{newPipelineCommand(), newStatsCommand(), newTopCommand(), newPortsCommand(), newCaptureCommand()}
+	return []*cobra.Command{newPipelineCommand(), newStatsCommand(), newTopCommand(), newPortsCommand(), newCaptureCommand(), newConntrackCommand()}
 }
 
 // completePipelines completes stored pipeline names from the daemon.

@@ -22,8 +22,8 @@ The dataplane (warpflowd) runs inside <prefix>-dp, reading dp0 and writing
 dp1. gen routes 198.19.0.0/24 via 198.18.0.2 and sink routes 198.18.0.0/24
 via 198.19.0.2, with permanent neighbour entries for those MACs; ARP,
 multicast and IPv6 are off on the four veths, and so are checksum offload,
-TSO, GSO and GRO (set with the ethtool tool, the one thing netlink cannot
-do). gen0 and sink0 carry an XDP_PASS program, because a frame transmitted
+TSO, GSO and GRO (set in-process through the SIOCETHTOOL ioctl: no
+ethtool tool needed). gen0 and sink0 carry an XDP_PASS program, because a frame transmitted
 into a veth reaches its peer only if the peer has XDP or GRO; dp0 and dp1
 are left for the dataplane.
 

@@ -23,11 +23,12 @@ func TestRunSmall(t *testing.T) {
 	o.Repeats = 2
 	o.CPU = -1
 	o.Testpmd = false
+	o.StatefulFlows = 5000
 	res, err := Run(context.Background(), o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{RowGopacket, RowGopacketSparse, RowGopacketReader, RowParse, RowMacswap, RowDefault1k}
+	want := []string{RowGopacket, RowGopacketSparse, RowGopacketReader, RowParse, RowMacswap, RowDefault1k, RowStatefulBase, RowStateful}
 	if len(res.Rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(res.Rows), len(want))
 	}
@@ -51,11 +52,17 @@ func TestRunSmall(t *testing.T) {
 			continue
 		}
 		measured++
+		if tg.Unit != "" {
+			if tg.Met != (tg.Max && tg.Ratio <= tg.Want || !tg.Max && tg.Ratio >= tg.Want) {
+				t.Errorf("target %+v", tg)
+			}
+			continue
+		}
 		if tg.Ratio <= 0 || tg.Met != (tg.Ratio >= tg.Want) {
 			t.Errorf("target %+v", tg)
 		}
 	}
-	if measured != 4 || unmeasured != 3 || reference != 2 {
+	if measured != 7 || unmeasured != 3 || reference != 2 {
 		t.Errorf("targets: %d measured, %d not (testpmd is off), %d reference: %+v", measured, unmeasured, reference, res.Targets)
 	}
 	for _, r := range res.Rows {
@@ -70,7 +77,7 @@ func TestRunSmall(t *testing.T) {
 func TestRunEmbeddedCapture(t *testing.T) {
 	t.Chdir(t.TempDir())
 	o := DefaultOptions()
-	o.Packets, o.Repeats, o.CPU, o.Testpmd = 8192, 2, -1, false
+	o.Packets, o.Repeats, o.CPU, o.Testpmd, o.StatefulFlows = 8192, 2, -1, false, 0
 	res, err := Run(context.Background(), o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +125,7 @@ func TestCheckTargets(t *testing.T) {
 		{Name: RowDefault1k, Mpps: 19},
 		{Name: RowTestpmd, Baseline: true, Mpps: 20},
 		{Name: RowTestpmdIO, Baseline: true, Mpps: 25},
+		{Name: RowStateful, Mpps: 4.5, Packets: 1000, Allocs: 2, TableBytesPerFlow: 121.3},
 	}
 	want := map[string]struct {
 		ratio float64
@@ -130,6 +138,9 @@ func TestCheckTargets(t *testing.T) {
 		"default pipeline (1000 rules) >= dpdk-testpmd macswap":      {0.95, false},
 		"parse stage >= 3x gopacket sparse decode":                   {35.0 / 16, false},
 		"default pipeline (1000 rules) >= 2x gopacket sparse decode": {19.0 / 16, false},
+		"stateful (conntrack, ct filter, SNAT, 1M flows) >= 9 Mpps":  {4.5, false},
+		"stateful: 0 allocations per packet":                         {0.002, false},
+		"stateful: conntrack table <= 128 bytes per flow":            {121.3, true},
 	}
 	got := checkTargets(rows)
 	if len(got) != len(want) {

@@ -27,6 +27,10 @@ type Options struct {
 	Testpmd        bool
 	TestpmdSeconds int
 	TestpmdCPUs    [2]int // main lcore, forwarding lcore
+	// StatefulFlows is the concurrent flows of the stateful rows
+	// (StatefulFlows, a million, by default; the rows measure Packets
+	// after setting them up). 0 leaves the stateful rows out.
+	StatefulFlows uint64
 }
 
 // DefaultOptions measures 20 million packets three times per row on the
@@ -38,6 +42,7 @@ func DefaultOptions() Options {
 		Capture: "", // the embedded copy of testdata/captures/bench-64.pcap
 		Packets: 20_000_000, Repeats: 3, CPU: cpu,
 		Testpmd: true, TestpmdSeconds: 5, TestpmdCPUs: [2]int{0, cpu},
+		StatefulFlows: StatefulFlows,
 	}
 }
 
@@ -54,12 +59,22 @@ type Row struct {
 	// measured in-process (Mpps is their median); the chart draws their
 	// range as error bars.
 	MppsRuns []float64 `json:"mpps_runs,omitempty"`
+	// Flows and TableBytesPerFlow, for the stateful row: the flows in the
+	// conntrack table at the end, and the table's memory per flow.
+	Flows             int     `json:"flows,omitempty"`
+	TableBytesPerFlow float64 `json:"table_bytes_per_flow,omitempty"`
 }
 
 // Target is one goal from the project's issue, checked against rows of the
 // same run. Reference goals are the issue's goals against a stricter
 // baseline than the issue names, shown for comparison only.
 type Target struct {
+	// Absolute targets (Base empty) compare the row's own figure (Unit:
+	// "Mpps", "allocs/packet", "bytes/flow") with Want, at least or (Max)
+	// at most.
+	Unit string `json:"unit,omitempty"`
+	Max  bool   `json:"max,omitempty"`
+
 	Name      string  `json:"name"`
 	Row       string  `json:"row"`
 	Base      string  `json:"baseline"`
@@ -128,6 +143,15 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 		{RowParse, func() (Row, error) { return replayRow(o.Capture, parseOnlyPipeline, loops) }},
 		{RowMacswap, func() (Row, error) { return replayRow(o.Capture, macswapPipeline, loops) }},
 		{RowDefault1k, func() (Row, error) { return replayRow(o.Capture, defaultPipeline1k(), loops) }},
+	}
+	if o.StatefulFlows > 0 {
+		inproc = append(inproc, []struct {
+			name string
+			run  func() (Row, error)
+		}{
+			{RowStatefulBase, func() (Row, error) { return statefulRow(statefulBasePipeline(), o.StatefulFlows, o.Packets) }},
+			{RowStateful, func() (Row, error) { return statefulRow(statefulPipeline, o.StatefulFlows, o.Packets) }},
+		}...)
 	}
 	// Rows are measured round-robin (every row once, then every row
 	// again, ...) rather than one row's repeats back to back: on a shared
@@ -297,12 +321,32 @@ func checkTargets(rows []Row) []Target {
 		// ratio comes from the baseline's choice of container.
 		{Name: "parse stage >= 3x gopacket sparse decode", Row: RowParse, Base: RowGopacketSparse, Want: 3, Reference: true},
 		{Name: "default pipeline (1000 rules) >= 2x gopacket sparse decode", Row: RowDefault1k, Base: RowGopacketSparse, Want: 2, Reference: true},
+		// The stateful stages' goals: absolute, on one core.
+		{Name: "stateful (conntrack, ct filter, SNAT, 1M flows) >= 9 Mpps", Row: RowStateful, Want: 9, Unit: "Mpps"},
+		{Name: "stateful: 0 allocations per packet", Row: RowStateful, Want: 0.001, Unit: "allocs/packet", Max: true},
+		{Name: "stateful: conntrack table <= 128 bytes per flow", Row: RowStateful, Want: 128, Unit: "bytes/flow", Max: true},
 	}
 	for i := range goals {
 		g := &goals[i]
 		r, b := find(rows, g.Row), find(rows, g.Base)
-		if r == nil || b == nil {
+		if r == nil || b == nil && g.Base != "" {
 			g.Note = "not measured in this run"
+			continue
+		}
+		if g.Base == "" {
+			switch g.Unit {
+			case "allocs/packet":
+				g.Ratio = float64(r.Allocs) / float64(max(r.Packets, 1))
+			case "bytes/flow":
+				g.Ratio = r.TableBytesPerFlow
+			default:
+				g.Ratio = r.Mpps
+			}
+			if g.Max {
+				g.Met = g.Ratio <= g.Want
+			} else {
+				g.Met = g.Ratio >= g.Want
+			}
 			continue
 		}
 		g.Ratio = r.Mpps / b.Mpps

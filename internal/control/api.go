@@ -264,6 +264,11 @@ type SwapReply struct {
 	// count keys, sample counts) start again because the stage's
 	// configuration changed.
 	CountersReset []string `json:"counters_reset,omitempty"`
+	// StateKept are the stateful stages (conntrack) whose flow tables
+	// the new pipeline took over (same name and kind); StateReset those
+	// of either pipeline whose tables start empty or are gone.
+	StateKept  []string `json:"state_kept,omitempty"`
+	StateReset []string `json:"state_reset,omitempty"`
 	// Capture says what the swap did to a running capture: "follows"
 	// (the new pipeline has the tapped stage and edge) or why it ended.
 	Capture string `json:"capture,omitempty"`

@@ -465,6 +465,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 		info, err := s.b.CaptureStop()
 		return info, []any{"written", info.Written, "missed", info.Missed}, err
 	}))
+	s.conntrackRoutes(mux) // conntrack.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Errorf(ErrNotFound, "no endpoint %s %s", Clip(r.Method), Clip(r.URL.Path)))
 	})

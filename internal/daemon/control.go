@@ -394,6 +394,7 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		rep.Generation = r0.Generation
 		rep.PoolChange, rep.Kept, rep.Reset, rep.Added, rep.Removed = r0.PoolChange, r0.Kept, r0.Reset, r0.Added, r0.Removed
 		rep.CountersReset = r0.CountersReset
+		rep.StateKept, rep.StateReset = r0.StateKept, r0.StateReset
 	}
 	d.running = name
 	d.graph = s.graph

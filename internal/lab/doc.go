@@ -22,12 +22,15 @@
 //   - ARP and multicast are off on all four veths (the static neighbours make
 //     ARP unneeded); IPv4 sends no IGMP reports without joined groups. After
 //     Up the four links stay silent: the tests check their counters.
-//   - Checksum offload, TSO and GSO are off on all four veths (ethtool -K ...
-//     tx off tso off gso off), so a frame the kernel sends is complete on the
-//     wire and a dataplane reading it raw sees a valid checksum. GRO stays
-//     off. Netlink cannot set these features, so Up runs the ethtool
-//     command-line tool inside the namespace for them; everything else is
-//     netlink (github.com/vishvananda/netlink and netns), never ip(8).
+//   - Checksum offload, TSO and GSO are off on all four veths (what
+//     ethtool -K IF tx off tso off gso off does), so a frame the kernel
+//     sends is complete on the wire and a dataplane reading it raw sees a
+//     valid checksum. GRO stays off. Netlink (rtnetlink) cannot set these
+//     features, so Up sets them in-process with the SIOCETHTOOL ioctl
+//     (internal/nic's SetOffload, on a thread inside the namespace) and
+//     reads each back; everything else is netlink
+//     (github.com/vishvananda/netlink and netns). The lab runs no external
+//     tool (no ip(8), no ethtool) except for threaded NAPI, below.
 //
 // veth fact: a frame transmitted into a veth by XDP_TX, a redirect or an
 // AF_XDP socket reaches the peer only if the peer has an XDP program attached

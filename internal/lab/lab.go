@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"github.com/warpflow/warpflow/internal/nic"
 )
 
 // Fixed, locally administered MAC addresses of the four veths (the same in
@@ -259,7 +260,7 @@ func build(o Options, hs []netns.NsHandle) (*Topology, error) {
 		if err := writeSysctl(e.Namespace, "net/ipv6/conf/"+e.Name+"/disable_ipv6", "1"); err != nil {
 			return nil, err
 		}
-		if err := ethtoolFeatures(e.Namespace, e.Name, "tx", "off", "tso", "off", "gso", "off", "gro", "off"); err != nil {
+		if err := setOffloads(e.Namespace, e.Name, false, nic.TXChecksum, nic.TSO, nic.GSO, nic.GRO); err != nil {
 			return nil, err
 		}
 		if err := h.LinkSetARPOff(l); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/warpflow/warpflow/internal/nic"
 )
 
 // writeSysctl writes value to /proc/sys/KEY (KEY with slashes) inside the
@@ -46,12 +48,37 @@ func run(ns string, name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// ethtoolFeatures sets offload features with the ethtool tool: netlink
-// (rtnetlink) has no way to set them and the ethtool ioctl would need
-// x/sys/unix outside package xdp.
-func ethtoolFeatures(ns, iface string, kv ...string) error {
-	_, err := run(ns, "ethtool", append([]string{"-K", iface}, kv...)...)
-	return err
+// setOffloads sets iface's offload features in ns in-process, through
+// the SIOCETHTOOL ioctl (internal/nic, the one implementation in the
+// repository; the socket it makes belongs to the namespace of the locked
+// thread Do runs it on), so the lab needs no ethtool tool. Each setting is
+// read back.
+func setOffloads(ns, iface string, on bool, features ...nic.Offload) error {
+	return Do(ns, func() error {
+		for _, f := range features {
+			if err := nic.SetOffload(iface, f, on); err != nil {
+				return fmt.Errorf("offloads of %s in %s: %w", iface, ns, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Offloads reads the four offload features Up turns off on iface in ns
+// (tx checksum, TSO, GSO, GRO), in that order.
+func Offloads(ns, iface string) (map[nic.Offload]bool, error) {
+	got := map[nic.Offload]bool{}
+	err := Do(ns, func() error {
+		for _, f := range []nic.Offload{nic.TXChecksum, nic.TSO, nic.GSO, nic.GRO} {
+			on, err := nic.GetOffload(iface, f)
+			if err != nil {
+				return fmt.Errorf("offloads of %s in %s: %w", iface, ns, err)
+			}
+			got[f] = on
+		}
+		return nil
+	})
+	return got, err
 }
 
 // sysfsInNS runs a shell snippet that sees the sysfs of namespace ns: sysfs
@@ -75,11 +102,11 @@ func setThreaded(ns, iface string, on bool) error {
 	if on {
 		v = "1"
 	}
-	if err := ethtoolFeatures(ns, iface, "gro", "on"); err != nil {
+	if err := setOffloads(ns, iface, true, nic.GRO); err != nil {
 		return err
 	}
 	_, werr := sysfsInNS(ns, fmt.Sprintf("echo %s > /sys/class/net/%s/threaded", v, iface))
-	gerr := ethtoolFeatures(ns, iface, "gro", "off")
+	gerr := setOffloads(ns, iface, false, nic.GRO)
 	if werr != nil {
 		return fmt.Errorf("set threaded napi on %s: %w", iface, werr)
 	}

@@ -1,9 +1,10 @@
-// Package nic reads (and, for the RSS key, writes back) what a network
-// interface's driver reports, in-process and without the ethtool tool:
-// the driver's name and version, channels, ring sizes and the RSS hash
-// key through the SIOCETHTOOL ioctl, and the XDP features the driver
-// advertises through the kernel's "netdev" generic netlink family (Linux
-// >= 6.3). warpctl doctor is its user.
+// Package nic reads (and, for the RSS key and the offloads, writes) what
+// a network interface's driver reports, in-process and without the
+// ethtool tool: the driver's name and version, channels, ring sizes, the
+// RSS hash key and the offload features through the SIOCETHTOOL ioctl,
+// and the XDP features the driver advertises through the kernel's
+// "netdev" generic netlink family (Linux >= 6.3). warpctl doctor and
+// internal/lab are its users.
 //
 // Every call works in the network namespace of the calling thread (the
 // ioctl's socket and the netlink socket are made there), so a caller that
@@ -22,6 +23,8 @@
 // pass (x/sys/unix wraps ETHTOOL_GDRVINFO alone). The structs are laid
 // out here as linux/ethtool.h lays them out, with a test of their sizes.
 //
-// internal/lab sets veth offloads with the ethtool tool today; this
-// package is the place for an in-process replacement of that too.
+// The offload features ethtool -K sets by short name (tx, tso, gso, gro)
+// are read and set here too (GetOffload, SetOffload, the legacy
+// one-feature commands), for internal/lab: the repository's one ethtool
+// implementation, so nothing needs the ethtool tool.
 package nic

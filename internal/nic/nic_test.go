@@ -1,15 +1,11 @@
 package nic
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"net"
-	"os"
 	"testing"
 	"unsafe"
-
-	"github.com/warpflow/warpflow/internal/lab"
 )
 
 // The structs are linux/ethtool.h's and linux/if.h's, byte for byte.
@@ -86,59 +82,6 @@ func TestLoopback(t *testing.T) {
 	}
 	if _, err := GetChannels("a-name-longer-than-ifnamsiz"); err == nil {
 		t.Error("an overlong name was accepted")
-	}
-}
-
-// TestVeth reads the lab's dp0 (a veth) from inside its namespace.
-func TestVeth(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root, and CI runs as root: not skipping under CI=true")
-		}
-		t.Skip("needs root (a lab of namespaces and veths)")
-	}
-	var b [3]byte
-	rand.Read(b[:])
-	o := lab.DefaultOptions()
-	o.Prefix = "n" + hex.EncodeToString(b[:])
-	o.Queues = 2
-	topo, err := lab.Up(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Down(o.Prefix); err != nil {
-			t.Error(err)
-		}
-	})
-	err = lab.Do(topo.DP0.Namespace, func() error {
-		d, err := DriverInfo(topo.DP0.Name)
-		if err != nil || d.Name != "veth" {
-			t.Errorf("driver %+v %v, want veth", d, err)
-		}
-		c, err := GetChannels(topo.DP0.Name)
-		if err != nil || c.RX != 2 || c.TX != 2 {
-			t.Errorf("channels %+v %v, want 2 rx and 2 tx", c, err)
-		}
-		if _, err := GetRSS(topo.DP0.Name); !errors.Is(err, ErrNotSupported) {
-			t.Errorf("veth RSS: %v, want ErrNotSupported", err)
-		}
-		ifc, err := net.InterfaceByName(topo.DP0.Name)
-		if err != nil {
-			return err
-		}
-		f, err := GetXDPFeatures(ifc.Index)
-		if errors.Is(err, ErrNotSupported) {
-			t.Logf("no netdev netlink family: %v", err)
-			return nil
-		}
-		if err != nil || !f.Native() || f.XSKZeroCopy {
-			t.Errorf("veth XDP features %+v %v: want native XDP and no zero-copy", f, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -1,0 +1,892 @@
+package pipelines
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/warpflow/warpflow/counters"
+	"github.com/warpflow/warpflow/rings"
+	"go.yaml.in/yaml/v3"
+)
+
+// conntrackKind is the built-in "conntrack" stage: connection tracking
+// after Linux's nf_conntrack. It keeps a flow table per worker (the engine
+// steers both directions of a flow to one worker, see Graph.Steering),
+// and writes every packet's state class into Meta.CT for filter rules
+// (ct: new|established|related|invalid|untracked, ct_dir:
+// original|reply) and for the nat stage. It never drops a packet for its
+// state (the rules decide, as in Linux); it drops only what it cannot
+// track: a new flow when the table is full and nothing can be evicted
+// (drop:ct_table_full).
+//
+//	type: conntrack
+//	size: 262144          # flows per worker (1..67108864); ~122 bytes each
+//	zone: none            # none, or vlan: the outer VLAN id keys flows apart
+//	loose: false          # pick up mid-stream TCP flows (Linux: nf_conntrack_tcp_loose)
+//	checksum: true        # verify IPv4 header and L4 checksums (nf_conntrack_checksum)
+//	timeouts:             # seconds; each optional (Linux's defaults)
+//	  tcp_syn_sent: 120
+//	  tcp_syn_recv: 60
+//	  tcp_established: 432000
+//	  tcp_fin_wait: 120
+//	  tcp_close_wait: 60
+//	  tcp_last_ack: 30
+//	  tcp_time_wait: 120
+//	  tcp_close: 10
+//	  tcp_retrans: 300
+//	  tcp_unacknowledged: 300
+//	  udp: 30             # until a reply, and for a flow younger than 2 s
+//	  udp_stream: 120     # once replied and older than 2 s
+//	  icmp: 30
+//	  generic: 600        # other protocols
+//
+// Edges: 0 next, 1 drop:ct_table_full.
+//
+// What is tracked: IPv4 and IPv6 packets the parse stage classed ok. TCP
+// runs Linux's state machine and window tracking (conntrack_tcp.go); UDP
+// and UDP-Lite flows are new until a reply, then established; ICMP and
+// ICMPv6 queries (echo, timestamp, information, address mask; ICMPv6
+// echo and node information) are flows of their identifier; ICMP errors
+// (destination unreachable, source quench, redirect, time exceeded,
+// parameter problem; ICMPv6 1-4) are related to the flow of the packet
+// they quote, in that flow's reply or original direction, and invalid
+// when it is not tracked; ICMPv6 neighbour discovery and MLD are
+// untracked, as in Linux. Other protocols are tracked by addresses (and
+// ports for SCTP and DCCP) with the generic timeout. Non-IP packets are
+// untracked. A later IP fragment carries no ports: it is invalid
+// (fragment) unless a reassemble stage before this one gave it its
+// datagram's ports (rings.FlagVirtualL4), and then it takes its flow's
+// class without changing the flow's state. First fragments are tracked on
+// the L4 header they carry, their checksum unchecked.
+//
+// When an entry is made: a packet that starts a flow creates its entry
+// at once (later packets of the same batch see it), but the entry is
+// confirmed only at the end of the batch, if the packet was not dropped
+// by then (Linux confirms at POSTROUTING): a SYN that a rule drops leaves
+// no state behind that could admit a forged reply.
+//
+// Counters (ctDecls; also live): entries (a gauge: flows in the tables,
+// summed over workers and carried across swaps it is the occupancy),
+// inserts, evictions, expiries, deletes (closed by RST, reopened,
+// flushed), table_full, ct=<class> (packets by the class they got), and
+// invalid=<reason> for each reason below.
+var conntrackKind = Kind{Name: "conntrack", Build: buildConntrack, Counters: ctDecls[:]}
+
+// ctDecls are the conntrack stage's families, in the order of the
+// counter indices below (the layout is the stage's counters as they are).
+var ctDecls = [...]counters.Decl{
+	{Name: "entries", Kind: counters.Gauge, Help: "Flows in a conntrack stage's tables (summed over its workers: the occupancy)."},
+	{Name: "inserts", Help: "Flows a conntrack stage made an entry for."},
+	{Name: "evictions", Help: "Unassured flows a full conntrack table evicted to make room."},
+	{Name: "expiries", Help: "Conntrack entries that timed out."},
+	{Name: "deletes", Help: "Conntrack entries deleted: closed by an RST, reopened, flushed."},
+	{Name: "table_full", Help: "New flows a full conntrack table had no room for (not tracked)."},
+	{Name: "ct", Unit: "packets", Bytes: true, Label: "state", Help: "Packets a conntrack stage tracked, by the state they got (untracked, new, established, related, invalid)."},
+	{Name: "invalid", Unit: "packets", Bytes: true, Label: "reason", Help: "Packets a conntrack stage classed invalid, by why."},
+}
+
+// ctLayout is every conntrack stage's counter layout: ctDecls, the state
+// and reason families keyed by ctClassNames and ctReasonNames.
+var ctLayout = func() *counters.Layout {
+	var fams []counters.Family
+	for _, d := range ctDecls[:6] {
+		fams = append(fams, counters.Single(d))
+	}
+	return counters.NewLayout(append(fams, counters.Keyed(ctDecls[6], ctClassNames[:]), counters.Keyed(ctDecls[7], ctReasonNames[:]))...)
+}()
+
+// Table size bounds: the index packs entry+1 in 31 bits; 2^26 flows is
+// some 8 GB per worker already.
+const (
+	ctDefaultSize = 262144
+	ctMaxSize     = 1 << 26
+)
+
+// ctTimeouts are a stage's timeouts in milliseconds.
+type ctTimeouts struct {
+	tcp                           [tcpTimeouts]uint32
+	udp, udpStream, icmp, generic uint32
+}
+
+// ctTimeoutKeys are the timeouts option's keys, Linux's defaults in
+// seconds, and where each goes.
+var ctTimeoutKeys = []struct {
+	key string
+	def uint32
+	at  func(t *ctTimeouts) *uint32
+}{
+	{"tcp_syn_sent", 120, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpSynSent] }},
+	{"tcp_syn_recv", 60, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpSynRecv] }},
+	{"tcp_established", 432000, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpEstablished] }},
+	{"tcp_fin_wait", 120, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpFinWait] }},
+	{"tcp_close_wait", 60, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpCloseWait] }},
+	{"tcp_last_ack", 30, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpLastAck] }},
+	{"tcp_time_wait", 120, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpTimeWait] }},
+	{"tcp_close", 10, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpClose] }},
+	{"tcp_retrans", 300, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpRetrans] }},
+	{"tcp_unacknowledged", 300, func(t *ctTimeouts) *uint32 { return &t.tcp[tcpUnack] }},
+	{"udp", 30, func(t *ctTimeouts) *uint32 { return &t.udp }},
+	{"udp_stream", 120, func(t *ctTimeouts) *uint32 { return &t.udpStream }},
+	{"icmp", 30, func(t *ctTimeouts) *uint32 { return &t.icmp }},
+	{"generic", 600, func(t *ctTimeouts) *uint32 { return &t.generic }},
+}
+
+// ctMaxTimeout bounds a timeout: the clock compares by a signed 32-bit
+// difference of milliseconds.
+const ctMaxTimeout = 1 << 31 / 1000 / 2 // about 12 days
+
+// defaultCTTimeouts returns Linux's default timeouts.
+func defaultCTTimeouts() ctTimeouts {
+	var t ctTimeouts
+	for _, k := range ctTimeoutKeys {
+		*k.at(&t) = k.def * 1000
+	}
+	t.tcp[tcpSynSent2] = t.tcp[tcpSynSent]
+	return t
+}
+
+type conntrackOptions struct {
+	Size     *int      `yaml:"size"`
+	Zone     string    `yaml:"zone"`
+	Loose    bool      `yaml:"loose"`
+	Checksum *bool     `yaml:"checksum"`
+	Timeouts yaml.Node `yaml:"timeouts"`
+}
+
+// conntrackTemplate is a compiled conntrack stage.
+type conntrackTemplate struct {
+	name     string
+	size     int
+	zoneVLAN bool
+	loose    bool
+	checksum bool
+	to       ctTimeouts
+	config   string // configPrint of the stage: equal configs carry counters
+	edges    []Target
+}
+
+func buildConntrack(c *BuildContext) Template {
+	var o conntrackOptions
+	if !c.Decode(&o) {
+		return nil
+	}
+	t := &conntrackTemplate{name: c.Name, size: ctDefaultSize, loose: o.Loose, checksum: true, to: defaultCTTimeouts()}
+	ok := true
+	if o.Size != nil {
+		if *o.Size < 1 || *o.Size > ctMaxSize {
+			c.Errorf(c.Option("size"), "size %d: want 1 to %d flows per worker", *o.Size, ctMaxSize)
+			ok = false
+		} else {
+			t.size = *o.Size
+		}
+	}
+	switch o.Zone {
+	case "", "none":
+	case "vlan":
+		t.zoneVLAN = true
+	default:
+		c.Errorf(c.Option("zone"), "zone %q: want none or vlan", o.Zone)
+		ok = false
+	}
+	if o.Checksum != nil {
+		t.checksum = *o.Checksum
+	}
+	if o.Timeouts.Kind != 0 {
+		ok = parseCTTimeouts(c, &o.Timeouts, &t.to) && ok
+	}
+	next, hasNext := c.Next()
+	if !ok || !hasNext {
+		return nil
+	}
+	t.edges = []Target{next, {Drop: "ct_table_full", Pos: c.Pos(nil)}}
+	t.config = configPrint(c.Node)
+	return t
+}
+
+func parseCTTimeouts(c *BuildContext, n *yaml.Node, to *ctTimeouts) bool {
+	if n.Kind != yaml.MappingNode {
+		c.Errorf(n, "timeouts: want a mapping of timeout names to seconds")
+		return false
+	}
+	ok := true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		found := false
+		for _, k := range ctTimeoutKeys {
+			if k.key != kn.Value {
+				continue
+			}
+			found = true
+			var secs int64
+			if vn.Kind != yaml.ScalarNode || vn.Decode(&secs) != nil || secs < 1 || secs > ctMaxTimeout {
+				c.Errorf(vn, "timeouts: %s %q: want whole seconds from 1 to %d", kn.Value, vn.Value, ctMaxTimeout)
+				ok = false
+				break
+			}
+			*k.at(to) = uint32(secs) * 1000
+		}
+		if !found {
+			names := make([]string, len(ctTimeoutKeys))
+			for j, k := range ctTimeoutKeys {
+				names[j] = k.key
+			}
+			c.Errorf(kn, "timeouts: unknown %q (known: %v)", kn.Value, names)
+			ok = false
+		}
+	}
+	to.tcp[tcpSynSent2] = to.tcp[tcpSynSent]
+	return ok
+}
+
+func (t *conntrackTemplate) Edges() []Target { return t.edges }
+
+// Counters implements CountedTemplate.
+func (t *conntrackTemplate) Counters() *counters.Layout { return ctLayout }
+
+func (t *conntrackTemplate) NewInstance() Stage {
+	s := &ctStage{t: t, live: newLiveTable(ctNumCounters)}
+	s.fresh = make([]ctFresh, 0, rings.MaxBatch)
+	return s
+}
+
+// Counter indices.
+const (
+	ctcEntries = iota
+	ctcInserts
+	ctcEvictions
+	ctcExpiries
+	ctcDeletes
+	ctcTableFull
+	ctcClass                                            // + CTUntracked .. CTInvalid
+	ctcInvalid    = ctcClass + int(rings.CTInvalid) + 1 // + ctr* reason
+	ctNumCounters = ctcInvalid + ctrNum
+)
+
+// Invalid reasons.
+const (
+	ctrMalformed       = iota // the parse stage did not class the packet ok
+	ctrChecksum               // bad IPv4 header or L4 checksum
+	ctrTCPFlags               // an invalid TCP flag combination
+	ctrTCPNew                 // a TCP segment that cannot start a flow (not a SYN; loose off)
+	ctrTCPState               // an invalid transition for the flow's state
+	ctrTCPWindow              // out of the window
+	ctrTCPRST                 // an RST below the other side's highest ack
+	ctrICMPType               // an unknown ICMP type
+	ctrICMPNew                // an ICMP packet that cannot start a flow (a reply with no request)
+	ctrICMPErrorBad           // an ICMP error whose quoted packet cannot be read
+	ctrICMPErrorNoFlow        // an ICMP error about no tracked flow
+	ctrFragment               // a later fragment without ports
+	ctrFragmentNoFlow         // a later fragment (ports from reassembly) of no tracked flow
+	ctrNum
+)
+
+var ctReasonNames = [ctrNum]string{
+	"malformed", "bad_checksum", "tcp_flags", "tcp_new", "tcp_state", "tcp_window", "tcp_rst",
+	"icmp_type", "icmp_new", "icmp_error_bad", "icmp_error_no_flow", "fragment", "fragment_no_flow",
+}
+
+var ctClassNames = [...]string{"untracked", "new", "established", "related", "invalid"}
+
+// ctFresh is a flow created in the current batch: batch packet i made
+// entry e (dead when the entry went away in the same batch).
+type ctFresh struct {
+	i uint16
+	e uint32
+}
+
+const ctFreshDead = ^uint32(0)
+
+// ctStage is one worker's conntrack: its table and counters.
+type ctStage struct {
+	t   *conntrackTemplate
+	tab *ctTable
+	// carry, until the first Process, is the state to take over (a swap,
+	// see TakeState).
+	carry *ctCarry
+
+	// cur[i] is entry+1 of batch packet i as of this batch (0: none), and
+	// curSeq[i] the packet's Seq when it was set, so that a stage reading
+	// it (nat) can tell a stale value from another batch.
+	cur    [rings.MaxBatch]uint32
+	curSeq [rings.MaxBatch]uint64
+	fresh  []ctFresh
+
+	c     [ctNumCounters]uint64
+	bytes [ctNumCounters]uint64
+	live  liveTable
+
+	// hint[k] is packet idx[k]'s tuple hash as the warm pass computed it,
+	// with bit 32 set (TCP and UDP only; 0: none), and sink what its
+	// loads read, so that the compiler keeps them.
+	hint [rings.MaxBatch]uint64
+	sink uint64
+	// h is the current packet's hint while track runs (see find).
+	h uint64
+
+	req atomic.Pointer[FlowRequest] // a control request to serve (conntrack.go's service)
+
+	// nat is the runner's nat stage that keeps its sessions in this
+	// table (it links itself): a new flow's translation is decided when
+	// its entry is made, so that the later packets of the same vector,
+	// which this stage tracks before the nat stage runs, already see it.
+	nat *natStage
+}
+
+// ctCarry is a table handover arranged by TakeState.
+type ctCarry struct {
+	olds []*ctStage
+	own  func(k *ctTuple) bool
+	// inherit: the counters of the olds are not carried (another
+	// configuration), so this instance counts the entries it takes over
+	// as its own.
+	inherit bool
+}
+
+func (s *ctStage) KeepsLength() bool { return true }
+
+// table returns the instance's table, making it (or taking over the
+// state a swap handed it) on first use.
+func (s *ctStage) table() *ctTable {
+	if s.tab == nil {
+		s.setup()
+	}
+	return s.tab
+}
+
+func (s *ctStage) count(k int, bytes uint32) {
+	s.c[k]++
+	s.bytes[k] += uint64(bytes)
+	s.live.mark(k)
+}
+
+// Process tracks every packet of the vector.
+func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	t := s.table()
+	if r := s.req.Load(); r != nil {
+		s.serve(r)
+	}
+	s.warm(b, idx)
+	for k, i := range idx {
+		s.h = s.hint[k]
+		next[k] = s.track(b, int(i))
+	}
+	if n := t.sweep(ctSweepPerBatch); n > 0 {
+		s.c[ctcExpiries] += uint64(n)
+		s.c[ctcEntries] -= uint64(n)
+		s.live.mark(ctcExpiries)
+		s.live.mark(ctcEntries)
+	}
+}
+
+// warm is the first pass over a vector: it computes the TCP and UDP
+// packets' tuple hashes and loads their index slots, then the entries
+// those slots name, in two loops of independent loads. A table of a
+// million flows lives in DRAM, and a lookup is two dependent misses;
+// issued packet after packet they overlap (the CPU keeps a dozen misses
+// in flight), where the tracking loop, one packet's dependent chain after
+// another's, would wait for each in turn. Go has no prefetch instruction;
+// plain loads whose results feed a sink do the same.
+func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
+	t := s.tab
+	var k ctTuple
+	var sink uint64
+	for j, i := range idx {
+		m := &b.Meta[i]
+		s.hint[j] = 0
+		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
+			continue
+		}
+		ctAddrs(m, &k)
+		k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
+		s.hint[j] = 1<<32 | uint64(k.hash())
+	}
+	// The loads, in loops of their own: a loop this short keeps many
+	// misses in flight (the hashing above, in the same loop, would hold
+	// the reorder window to a few).
+	hints := s.hint[:len(idx)]
+	for _, h := range hints {
+		if h != 0 {
+			sink += t.idx[t.home(uint32(h))]
+		}
+	}
+	for j := range idx {
+		if s.hint[j] == 0 {
+			continue
+		}
+		// The slot whose hash is the packet's: the probe's first few
+		// slots, in the line the first loop loaded (linear probing at
+		// the index's load factor finds most keys within two or three).
+		h := uint32(s.hint[j])
+		i := t.home(h)
+		for range ctWarmProbe {
+			v := t.idx[i]
+			if v == 0 {
+				break
+			}
+			if uint32(v>>32) == h {
+				// Every cache line the entry may span (100 bytes: up
+				// to three).
+				en := &t.ent[uint32(v)>>1-1]
+				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
+				break
+			}
+			if i++; i == t.slots {
+				i = 0
+			}
+		}
+	}
+	s.sink += sink
+}
+
+// ctWarmProbe is how many index slots the warm pass looks at for a
+// packet's.
+const ctWarmProbe = 8
+
+// zone returns packet m's zone.
+func (s *ctStage) zone(m *rings.Meta) uint16 {
+	if s.t.zoneVLAN && m.NumVLANs > 0 {
+		return m.VLANs[0]&0xfff | 0x1000
+	}
+	return 0
+}
+
+// classify sets packet i's class from its entry e in direction dir and
+// notes the entry for later stages; a reply marks the entry seen-reply.
+func (s *ctStage) classify(b *rings.Batch, i int, e uint32, dir uint8) Edge {
+	m := &b.Meta[i]
+	en := &s.tab.ent[e]
+	switch {
+	case dir == 1:
+		m.CT = rings.CTEstablished | rings.CTReply
+		en.status |= ctStSeenReply
+	case en.status&ctStSeenReply != 0:
+		m.CT = rings.CTEstablished
+	default:
+		m.CT = rings.CTNew
+	}
+	s.cur[i], s.curSeq[i] = e+1, m.Seq
+	s.count(ctcClass+int(m.CT&rings.CTStateMask), b.Descs[i].Len)
+	return 0
+}
+
+func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
+	b.Meta[i].CT = rings.CTInvalid
+	n := b.Descs[i].Len
+	s.count(ctcClass+int(rings.CTInvalid), n)
+	s.count(ctcInvalid+reason, n)
+	return 0
+}
+
+func (s *ctStage) untracked(b *rings.Batch, i int) Edge {
+	b.Meta[i].CT = rings.CTUntracked
+	s.count(ctcClass+int(rings.CTUntracked), b.Descs[i].Len)
+	return 0
+}
+
+// track gives packet i its class, creating or updating its flow.
+func (s *ctStage) track(b *rings.Batch, i int) Edge {
+	m := &b.Meta[i]
+	s.cur[i] = 0
+	f := m.Flags
+	if f&(rings.FlagIPv4|rings.FlagIPv6) == 0 {
+		return s.untracked(b, i)
+	}
+	t := s.tab
+	t.advance(m.Time)
+	if m.Class != rings.ClassOK {
+		return s.invalid(b, i, ctrMalformed)
+	}
+	p := b.Packet(i)
+	l3 := int(m.L3Off)
+	v6 := f&rings.FlagIPv6 != 0
+	if s.t.checksum && !v6 && !ipv4HeaderOK(p, l3) {
+		return s.invalid(b, i, ctrChecksum)
+	}
+	var k ctTuple
+	ctAddrs(m, &k)
+	k.proto = m.IPProto
+	k.zone = s.zone(m)
+	if f&rings.FlagFragment != 0 && f&rings.FlagFirstFrag == 0 {
+		return s.laterFragment(b, i, m, &k)
+	}
+	switch {
+	case k.proto == 6:
+		return s.tcp(b, i, m, p, &k)
+	case k.proto == 17 || k.proto == 136:
+		return s.udp(b, i, m, p, &k)
+	case k.proto == 1 && !v6, k.proto == 58 && v6:
+		return s.icmp(b, i, m, p, &k)
+	}
+	return s.generic(b, i, m, &k)
+}
+
+// find looks k up, removing the entry it finds when it has expired. The
+// warm pass's hash is used when it has one for the packet's tuple (TCP
+// and UDP: the tuple find is given is the one warm hashed).
+func (s *ctStage) find(k *ctTuple, want int8) (e uint32, dir uint8, ok bool) {
+	t := s.tab
+	var h uint32
+	if s.h != 0 && (k.proto == 6 || k.proto == 17) {
+		h = uint32(s.h)
+	} else {
+		h = k.hash()
+	}
+	e, dir, ok = t.lookup(k, h, want)
+	if ok && t.ent[e].status&ctStTentative == 0 && t.expired(&t.ent[e]) {
+		s.drop(e, ctcExpiries)
+		return 0, 0, false
+	}
+	return e, dir, ok
+}
+
+// drop removes entry e, counting it under counter k (expiries,
+// evictions, deletes); a tentative entry was never counted in.
+func (s *ctStage) drop(e uint32, k int) {
+	t := s.tab
+	if t.ent[e].status&ctStTentative != 0 {
+		for j := range s.fresh {
+			if s.fresh[j].e == e {
+				s.fresh[j].e = ctFreshDead
+			}
+		}
+	} else {
+		s.c[k]++
+		s.c[ctcEntries]--
+		s.live.mark(k)
+		s.live.mark(ctcEntries)
+	}
+	t.remove(e)
+}
+
+// create takes an entry for a new flow with tuple k (evicting one when
+// the table is full) and fills in its tuple. ok is false when the table
+// is full of assured flows: the packet is to be dropped.
+func (s *ctStage) create(k *ctTuple, expires uint32) (e uint32, ok bool) {
+	t := s.tab
+	e, ok = t.alloc()
+	if !ok {
+		v, expired, found := t.victim()
+		if !found {
+			return 0, false
+		}
+		if expired {
+			s.drop(v, ctcExpiries)
+		} else {
+			s.drop(v, ctcEvictions)
+		}
+		e, _ = t.alloc()
+	}
+	en := &t.ent[e]
+	*en = ctEntry{src: k.src, dst: k.dst, sport: k.sport, dport: k.dport, zone: k.zone, proto: k.proto,
+		status: ctStUsed | ctStTentative, expires: expires}
+	if k.v6 {
+		en.status |= ctStV6
+	}
+	return e, true
+}
+
+// commitNew makes a created entry live and notes it for confirmation.
+func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
+	s.tab.add(e)
+	if s.nat != nil {
+		s.nat.decide(e, &s.tab.ent[e])
+	}
+	s.fresh = append(s.fresh, ctFresh{i: uint16(i), e: e})
+	return s.classify(b, i, e, 0)
+}
+
+// tableFull drops packet i: its flow cannot get an entry.
+func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
+	b.Meta[i].CT = rings.CTInvalid
+	s.count(ctcTableFull, b.Descs[i].Len)
+	return 1
+}
+
+func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+	l3, l4 := int(m.L3Off), int(m.L4Off)
+	if m.Flags&rings.FlagL4 == 0 || l4+tcpMinHdr > len(p) {
+		return s.invalid(b, i, ctrMalformed)
+	}
+	doff := int(p[l4+12]>>4) * 4
+	v6 := k.v6
+	end := ctIPEnd(p, l3, v6)
+	if doff < tcpMinHdr || l4+doff > end {
+		return s.invalid(b, i, ctrMalformed)
+	}
+	if s.t.checksum && m.Flags&rings.FlagFragment == 0 && !l4ChecksumOK(p, l3, l4, end, v6, 6) {
+		return s.invalid(b, i, ctrChecksum)
+	}
+	flags := p[l4+13]
+	if !tcpValidFlags[flags&^(thECE|thCWR|thPSH)&0x3f] {
+		return s.invalid(b, i, ctrTCPFlags)
+	}
+	seg := tcpSeg{
+		hdr: p[l4 : l4+doff], flags: flags,
+		seq: binary.BigEndian.Uint32(p[l4+4:]), ack: binary.BigEndian.Uint32(p[l4+8:]),
+		win: binary.BigEndian.Uint16(p[l4+14:]), payload: uint32(end - l4 - doff),
+	}
+	k.sport, k.dport = m.SrcPort, m.DstPort
+	t := s.tab
+	for range 2 { // a reopened flow is looked up again, once
+		e, dir, ok := s.find(k, -1)
+		if !ok {
+			return s.newTCP(b, i, k, &seg)
+		}
+		en := &t.ent[e]
+		v, to := tcpPacket(en, dir, &seg, &s.t.to)
+		switch v {
+		case tcpReopen:
+			s.drop(e, ctcDeletes)
+			continue
+		case tcpInvalidState:
+			return s.invalid(b, i, ctrTCPState)
+		case tcpInvalidRST:
+			return s.invalid(b, i, ctrTCPRST)
+		case tcpOutOfWindow:
+			if left := en.expires - t.now; to != 0 && int32(left) >= 120000 && left > to {
+				en.expires = t.now + to
+			}
+			return s.invalid(b, i, ctrTCPWindow)
+		case tcpAccept:
+			en.expires = t.now + to
+		case tcpKill:
+			edge := s.classify(b, i, e, dir)
+			s.cur[i] = 0 // the entry goes now: later stages see none
+			s.drop(e, ctcDeletes)
+			return edge
+		}
+		return s.classify(b, i, e, dir)
+	}
+	return s.invalid(b, i, ctrTCPState) // reopened twice: cannot happen
+}
+
+func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
+	// Whether the segment can start a flow decides before any entry is
+	// taken (or evicted) for it.
+	var probe ctEntry
+	if !tcpNew(&probe, seg, s.t.loose) {
+		return s.invalid(b, i, ctrTCPNew)
+	}
+	e, ok := s.create(k, 0)
+	if !ok {
+		return s.tableFull(b, i)
+	}
+	t := s.tab
+	en := &t.ent[e]
+	tcpNew(en, seg, s.t.loose)
+	v, to := tcpPacket(en, 0, seg, &s.t.to)
+	if v != tcpAccept && v != tcpIgnored {
+		t.free, en.status, en.expires = e+1, 0, t.free // never added: straight back
+		return s.invalid(b, i, ctrTCPState)
+	}
+	en.expires = t.now + to
+	return s.commitNew(b, i, e)
+}
+
+func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+	l3, l4 := int(m.L3Off), int(m.L4Off)
+	if m.Flags&rings.FlagL4 == 0 {
+		return s.invalid(b, i, ctrMalformed)
+	}
+	if s.t.checksum && k.proto == 17 && m.Flags&rings.FlagFragment == 0 &&
+		!l4ChecksumOK(p, l3, l4, ctIPEnd(p, l3, k.v6), k.v6, 17) {
+		return s.invalid(b, i, ctrChecksum)
+	}
+	k.sport, k.dport = m.SrcPort, m.DstPort
+	t := s.tab
+	e, dir, ok := s.find(k, -1)
+	if !ok {
+		e, ok = s.create(k, t.now+s.t.to.udp)
+		if !ok {
+			return s.tableFull(b, i)
+		}
+		t.ent[e].seen[0].end = t.now + 2000 // Linux's stream_ts: two seconds on
+		return s.commitNew(b, i, e)
+	}
+	en := &t.ent[e]
+	if en.status&ctStSeenReply != 0 {
+		extra := s.t.to.udp
+		if after(t.now, en.seen[0].end) {
+			extra = s.t.to.udpStream
+			en.status |= ctStAssured
+		}
+		en.expires = t.now + extra
+	} else {
+		en.expires = t.now + s.t.to.udp
+	}
+	return s.classify(b, i, e, dir)
+}
+
+func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+	l3, l4 := int(m.L3Off), int(m.L4Off)
+	v6 := k.v6
+	if m.Flags&rings.FlagL4 == 0 || l4+8 > len(p) {
+		return s.invalid(b, i, ctrMalformed)
+	}
+	end := ctIPEnd(p, l3, v6)
+	if s.t.checksum && m.Flags&rings.FlagFragment == 0 && !l4ChecksumOK(p, l3, l4, end, v6, k.proto) {
+		return s.invalid(b, i, ctrChecksum)
+	}
+	typ, code := p[l4], p[l4+1]
+	if v6 {
+		switch {
+		case typ >= 1 && typ <= 4:
+			return s.related(b, i, p, l4+8, end, k)
+		case typ < 128:
+			return s.invalid(b, i, ctrICMPType)
+		case icmp6Untracked(typ):
+			return s.untracked(b, i)
+		}
+	} else {
+		switch {
+		case typ > 18:
+			return s.invalid(b, i, ctrICMPType)
+		case icmp4Error(typ):
+			return s.related(b, i, p, l4+8, end, k)
+		}
+	}
+	isReply, good := icmpKey(typ, code, binary.BigEndian.Uint16(p[l4+4:]), v6, k)
+	if !good {
+		return s.invalid(b, i, ctrICMPNew)
+	}
+	want := int8(0)
+	if isReply {
+		want = 1
+	}
+	t := s.tab
+	e, dir, ok := s.find(k, want)
+	if !ok {
+		if isReply {
+			return s.invalid(b, i, ctrICMPNew)
+		}
+		e, ok = s.create(k, t.now+s.t.to.icmp)
+		if !ok {
+			return s.tableFull(b, i)
+		}
+		t.ent[e].state = typ
+		return s.commitNew(b, i, e)
+	}
+	t.ent[e].expires = t.now + s.t.to.icmp
+	return s.classify(b, i, e, dir)
+}
+
+// related classes an ICMP error by the flow of the packet it quotes (its
+// IP header at o): Linux looks up the quoted tuple inverted, which is the
+// flow's tuple in the direction the error travels (NAT included).
+func (s *ctStage) related(b *rings.Batch, i int, p []byte, o, end int, outer *ctTuple) Edge {
+	var k ctTuple
+	k.zone = outer.zone
+	want, ok := ctInner(p, o, end, outer.v6, &k)
+	if !ok {
+		return s.invalid(b, i, ctrICMPErrorBad)
+	}
+	k.invert()
+	if want >= 0 {
+		want ^= 1
+	}
+	e, dir, ok := s.find(&k, want)
+	if !ok {
+		return s.invalid(b, i, ctrICMPErrorNoFlow)
+	}
+	m := &b.Meta[i]
+	m.CT = rings.CTRelated
+	if dir == 1 {
+		m.CT |= rings.CTReply
+	}
+	s.cur[i], s.curSeq[i] = e+1, m.Seq
+	s.count(ctcClass+int(rings.CTRelated), b.Descs[i].Len)
+	return 0
+}
+
+func (s *ctStage) generic(b *rings.Batch, i int, m *rings.Meta, k *ctTuple) Edge {
+	if m.Flags&rings.FlagL4 != 0 && portedProto(k.proto) {
+		k.sport, k.dport = m.SrcPort, m.DstPort
+	}
+	t := s.tab
+	e, dir, ok := s.find(k, -1)
+	if !ok {
+		e, ok = s.create(k, t.now+s.t.to.generic)
+		if !ok {
+			return s.tableFull(b, i)
+		}
+		return s.commitNew(b, i, e)
+	}
+	t.ent[e].expires = t.now + s.t.to.generic
+	return s.classify(b, i, e, dir)
+}
+
+// laterFragment classes a non-first fragment by its datagram's flow when
+// a reassemble stage gave it the ports; it changes no state.
+func (s *ctStage) laterFragment(b *rings.Batch, i int, m *rings.Meta, k *ctTuple) Edge {
+	if m.Flags&rings.FlagVirtualL4 == 0 {
+		return s.invalid(b, i, ctrFragment)
+	}
+	want := int8(-1)
+	switch k.proto {
+	case 6, 17, 136, 132, 33:
+		k.sport, k.dport = m.SrcPort, m.DstPort
+	case 1, 58:
+		if isReply, ok := icmpKey(uint8(m.SrcPort>>8), uint8(m.SrcPort), m.DstPort, k.v6, k); ok {
+			want = 0
+			if isReply {
+				want = 1
+			}
+		}
+	}
+	e, dir, ok := s.find(k, want)
+	if !ok {
+		return s.invalid(b, i, ctrFragmentNoFlow)
+	}
+	return s.classify(b, i, e, dir)
+}
+
+// Commit implements Committer: flows created in this batch whose packet
+// was dropped by the end of it go; the others are confirmed.
+func (s *ctStage) Commit(b *rings.Batch) {
+	t := s.tab
+	for _, f := range s.fresh {
+		if f.e == ctFreshDead {
+			continue
+		}
+		en := &t.ent[f.e]
+		if int(f.i) < len(b.Meta) && b.Meta[f.i].Verdict == rings.VerdictDrop {
+			en.status &^= ctStTentative
+			t.remove(f.e)
+			continue
+		}
+		en.status &^= ctStTentative
+		s.c[ctcInserts]++
+		s.c[ctcEntries]++
+	}
+	if len(s.fresh) > 0 {
+		s.live.mark(ctcInserts)
+		s.live.mark(ctcEntries)
+	}
+	s.fresh = s.fresh[:0]
+}
+
+// entryOf returns batch packet i's entry as this instance left it in the
+// current batch (seq must be the packet's Meta.Seq).
+func (s *ctStage) entryOf(i int, seq uint64) (e uint32, ok bool) {
+	if i >= len(s.cur) || s.cur[i] == 0 || s.curSeq[i] != seq {
+		return 0, false
+	}
+	return s.cur[i] - 1, true
+}
+
+// Report implements Reporter: the counters are in the layout's order.
+func (s *ctStage) Report(dst []counters.Value) { addPairs(dst, s.c[:], s.bytes[:]) }
+
+// PublishCounters implements LiveReporter.
+func (s *ctStage) PublishCounters() { s.live.publishPairs(s.c[:], s.bytes[:]) }
+
+// LiveReport implements LiveReporter.
+func (s *ctStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 0) }
+
+var (
+	_ LiveReporter = (*ctStage)(nil)
+	_ Committer    = (*ctStage)(nil)
+)
+
+func (t *conntrackTemplate) String() string { return fmt.Sprintf("conntrack %s", t.name) }

@@ -1,0 +1,239 @@
+package pipelines
+
+import (
+	"encoding/binary"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+// Reading a packet's tuple and L4 facts for the conntrack stage, from the
+// parse stage's metadata and the packet bytes it points at.
+
+// ICMP types with a reply that conntrack tracks as a flow (Linux
+// valid_new and invmap), by request type: the reply type, or 0 when the
+// type starts no flow. Echo request (8) maps to echo reply (0), which is
+// why the table holds reply+1.
+var icmp4Pair = func() (p [256]uint8) {
+	for _, rr := range [][2]uint8{{8, 0}, {13, 14}, {15, 16}, {17, 18}} {
+		p[rr[0]] = rr[1] + 1
+	}
+	return p
+}()
+
+// icmp4Req maps a reply type to its request type + 1.
+var icmp4Req = func() (p [256]uint8) {
+	for _, rr := range [][2]uint8{{8, 0}, {13, 14}, {15, 16}, {17, 18}} {
+		p[rr[1]] = rr[0] + 1
+	}
+	return p
+}()
+
+var icmp6Pair = func() (p [256]uint8) {
+	for _, rr := range [][2]uint8{{128, 129}, {139, 140}} {
+		p[rr[0]] = rr[1] + 1
+	}
+	return p
+}()
+
+var icmp6Req = func() (p [256]uint8) {
+	for _, rr := range [][2]uint8{{128, 129}, {139, 140}} {
+		p[rr[1]] = rr[0] + 1
+	}
+	return p
+}()
+
+// icmp4Error reports whether ICMP type t is an error that quotes a packet.
+func icmp4Error(t uint8) bool {
+	switch t {
+	case 3, 4, 5, 11, 12:
+		return true
+	}
+	return false
+}
+
+// icmp6Untracked reports whether ICMPv6 type t is one Linux leaves
+// untracked (noct_valid_new: MLD and neighbour discovery).
+func icmp6Untracked(t uint8) bool {
+	switch t {
+	case 130, 131, 132, 133, 134, 135, 136, 137, 143:
+		return true
+	}
+	return false
+}
+
+// ctIPEnd returns the end offset of the IP packet whose header is at
+// l3 (by its length field, clamped to the frame), for payload lengths.
+func ctIPEnd(p []byte, l3 int, v6 bool) int {
+	var end int
+	if v6 {
+		if l3+ipv6HdrLen > len(p) {
+			return len(p)
+		}
+		end = l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:]))
+	} else {
+		if l3+ipv4MinHdr > len(p) {
+			return len(p)
+		}
+		end = l3 + int(binary.BigEndian.Uint16(p[l3+2:]))
+	}
+	return min(end, len(p))
+}
+
+// inetSum adds b to the one's complement sum acc (not folded).
+func inetSum(b []byte, acc uint64) uint64 {
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		acc += v >> 32
+		acc += v & 0xffffffff
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		acc += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		acc += uint64(b[0]) << 8
+	}
+	return acc
+}
+
+// inetFold folds a sum to 16 bits.
+func inetFold(acc uint64) uint16 {
+	for acc>>16 != 0 {
+		acc = acc&0xffff + acc>>16
+	}
+	return uint16(acc)
+}
+
+// l4ChecksumOK verifies the checksum of the L4 segment p[l4:end] of
+// protocol proto, with the pseudo-header of the IP header at l3 (ICMPv4
+// has none). A UDP checksum of zero over IPv4 means "none" and passes.
+func l4ChecksumOK(p []byte, l3, l4, end int, v6 bool, proto uint8) bool {
+	if l4 > end || end > len(p) {
+		return false
+	}
+	seg := p[l4:end]
+	var acc uint64
+	switch {
+	case proto == 1: // ICMP: no pseudo-header
+	case v6:
+		acc = inetSum(p[l3+8:l3+40], 0)
+		acc += uint64(len(seg)) + uint64(proto)
+	default:
+		if proto == 17 && len(seg) >= 8 && binary.BigEndian.Uint16(seg[6:]) == 0 {
+			return true
+		}
+		acc = inetSum(p[l3+12:l3+20], 0)
+		acc += uint64(len(seg)) + uint64(proto)
+	}
+	acc = inetSum(seg, acc)
+	return inetFold(acc) == 0xffff
+}
+
+// ipv4HeaderOK verifies an IPv4 header checksum.
+func ipv4HeaderOK(p []byte, l3 int) bool {
+	if l3+ipv4MinHdr > len(p) {
+		return false
+	}
+	ihl := int(p[l3]&0x0f) * 4
+	if ihl < ipv4MinHdr || l3+ihl > len(p) {
+		return false
+	}
+	return inetFold(inetSum(p[l3:l3+ihl], 0)) == 0xffff
+}
+
+// ctAddrs fills k's addresses and family from m.
+func ctAddrs(m *rings.Meta, k *ctTuple) {
+	k.v6 = m.Flags&rings.FlagIPv6 != 0
+	k.src, k.dst = m.SrcIP, m.DstIP
+	if !k.v6 {
+		clear(k.src[4:])
+		clear(k.dst[4:])
+	}
+}
+
+// icmpKey sets k's ports for an ICMP(v6) query or reply of type t, code c
+// and identifier id, as ctEntry stores them: a request is (sport id,
+// dport type<<8|code); a reply is written as its request reversed
+// (sport reqType<<8|code, dport id), so that it matches the reply
+// direction of the request's entry. isReply says which form it is; ok is
+// false for a type that is neither.
+func icmpKey(t, c uint8, id uint16, v6 bool, k *ctTuple) (isReply, ok bool) {
+	pair, req := &icmp4Pair, &icmp4Req
+	if v6 {
+		pair, req = &icmp6Pair, &icmp6Req
+	}
+	if pair[t] != 0 {
+		k.sport, k.dport = id, uint16(t)<<8|uint16(c)
+		return false, true
+	}
+	if r := req[t]; r != 0 {
+		k.sport, k.dport = uint16(r-1)<<8|uint16(c), id
+		return true, true
+	}
+	return false, false
+}
+
+// ctInner reads the packet an ICMP error quotes (its IP header at o,
+// bounded by end) into k as that packet's own tuple, and reports whether
+// it could. wantDir is -1, or the direction the tuple must have in its
+// entry (an ICMP query quoted is in request or reply form).
+func ctInner(p []byte, o, end int, v6 bool, k *ctTuple) (wantDir int8, ok bool) {
+	wantDir = -1
+	var proto uint8
+	var l4 int
+	if v6 {
+		if o+ipv6HdrLen > end || p[o]>>4 != 6 {
+			return wantDir, false
+		}
+		k.src, k.dst = [16]byte(p[o+8:o+24]), [16]byte(p[o+24:o+40])
+		lo, nh, frag, c := walkIPv6Ext(p, o+ipv6HdrLen, end, p[o+6])
+		if c != rings.ClassOK || frag == fragNonFirst {
+			return wantDir, false
+		}
+		proto, l4 = nh, lo
+	} else {
+		if o+ipv4MinHdr > end || p[o]>>4 != 4 {
+			return wantDir, false
+		}
+		ihl := int(p[o]&0x0f) * 4
+		if ihl < ipv4MinHdr || o+ihl > end {
+			return wantDir, false
+		}
+		if binary.BigEndian.Uint16(p[o+6:])&0x1fff != 0 {
+			return wantDir, false // a later fragment quoted: no ports
+		}
+		k.src, k.dst = [16]byte{}, [16]byte{}
+		copy(k.src[:4], p[o+12:o+16])
+		copy(k.dst[:4], p[o+16:o+20])
+		proto, l4 = p[o+9], o+ihl
+	}
+	k.v6, k.proto = v6, proto
+	k.sport, k.dport = 0, 0
+	switch proto {
+	case 6, 17, 132, 33, 136: // TCP, UDP, SCTP, DCCP, UDP-Lite: ports in the first 4 bytes
+		if l4+4 > end {
+			return wantDir, false
+		}
+		k.sport, k.dport = binary.BigEndian.Uint16(p[l4:]), binary.BigEndian.Uint16(p[l4+2:])
+	case 1, 58:
+		if (proto == 1) == v6 || l4+8 > end {
+			return wantDir, false
+		}
+		isReply, good := icmpKey(p[l4], p[l4+1], binary.BigEndian.Uint16(p[l4+4:]), v6, k)
+		if !good {
+			return wantDir, false // an error about an error (or an untracked type)
+		}
+		wantDir = 0
+		if isReply {
+			wantDir = 1
+		}
+	}
+	return wantDir, true
+}
+
+// invert swaps k's direction in place.
+func (k *ctTuple) invert() {
+	k.src, k.dst = k.dst, k.src
+	k.sport, k.dport = k.dport, k.sport
+}

@@ -1,0 +1,453 @@
+package pipelines
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/warpflow/warpflow/internal/hugemem"
+)
+
+// The flow table of one conntrack instance (one worker).
+//
+// Layout. Entries live in one fixed array (ctEntry, ctEntryBytes each,
+// allocated once at the configured size); free entries are chained through
+// their expires field, so the free list costs no memory. An index of
+// ctIndexSlots(size) 8-byte slots, open addressing with linear probing,
+// holds two slots per live entry, one per direction (Linux's two
+// tuplehash nodes): a slot is the direction tuple's 32-bit hash, the
+// entry number and the direction. The slot's hash both places it (home =
+// hash*slots>>32, no modulo) and filters probes without touching entries.
+// Deleting shifts the following slots back (no tombstones), so a probe
+// ends at the first empty slot and lookups never degrade with churn.
+//
+// Memory per flow: ctEntryBytes (100) + 8*ctIndexSlots(size)/size (21.3),
+// about 122 bytes, at most 128 (TestConntrackBytesPerFlow): the index is
+// sized for a load factor of 3/4 with the table full (two slots per
+// entry).
+//
+// Time. Every entry has an expiry on the packets' clock (Meta.Time, ms,
+// wrapping: compared by signed difference). An expired entry is removed
+// when a lookup meets it or when the sweep, which looks at a few entries
+// per batch in array order, passes it; so an idle table keeps its entries
+// until traffic resumes, and no timer runs.
+//
+// Eviction when full: a new flow takes the first of up to
+// ctEvictScan entries at the sweep hand that has expired or, failing
+// that, the unassured one closest to its expiry (Linux's early_drop also
+// sacrifices only unassured entries). If all of them are assured the new
+// flow is refused (its packet goes to drop:ct_table_full): established
+// flows are never evicted for new ones.
+
+// ctEntry is one tracked flow, both directions. Field order packs it in
+// ctEntryBytes with no padding; TestConntrackBytesPerFlow checks the size.
+//
+// The original direction's tuple is kept as it arrived, before any NAT.
+// NAT is IPv4 only, and an IPv4 address uses 4 of its 16 bytes, so the
+// translation lives in the address fields' spare bytes (natSrc, natDst):
+// the original source becomes natSrc:natSport (SNAT) and its destination
+// natDst:natDport (DNAT) when the status bits say so; the reply tuple is
+// the translated original, reversed.
+type ctEntry struct {
+	src, dst     [16]byte // IPv6, or IPv4 in bytes 0-3 with the NAT address in 4-7 and port in 8-9
+	sport, dport uint16   // ports; ICMP: see ctKey
+	expires      uint32   // ms clock; for a free entry: the next free entry + 1
+	zone         uint16
+	proto        uint8
+	state        uint8 // TCP: tcpState; ICMP: the request's type; else 0
+	status       uint8 // ctSt* bits
+	// tcpLast packs Linux's last_index (bits 0-2) and last_dir (bit 3).
+	tcpLast    uint8
+	lastWin    uint16
+	lastWscale uint8
+	lastFlags  uint8 // Linux's last_flags: tcpFl* of an ignored SYN, tcpSimOpen, tcpChallenge
+	retrans    uint8
+	natFlags   uint8 // natF* (nat.go)
+	lastEnd    uint32
+	lastSeq    uint32
+	lastAck    uint32
+	// Per direction, Linux's ip_ct_tcp_state: the window (seen; for UDP
+	// seen[0].end is the stream time), its scale and its flags (kept
+	// apart from seen so that the entry has no padding).
+	seen   [2]tcpDir
+	wscale [2]uint8
+	dflags [2]uint8
+}
+
+// tcpDir is one direction's TCP window (td_end, td_maxend, td_maxwin,
+// td_maxack).
+type tcpDir struct {
+	end, maxend, maxwin, maxack uint32
+}
+
+// natSrc and friends read and write the NAT fields kept in the address
+// fields' spare bytes (IPv4 entries only).
+func (en *ctEntry) natSrc() [4]byte { return [4]byte(en.src[4:8]) }
+func (en *ctEntry) natDst() [4]byte { return [4]byte(en.dst[4:8]) }
+func (en *ctEntry) natSport() uint16 {
+	return binary.LittleEndian.Uint16(en.src[8:10])
+}
+func (en *ctEntry) natDport() uint16 {
+	return binary.LittleEndian.Uint16(en.dst[8:10])
+}
+func (en *ctEntry) setSNAT(a [4]byte, port uint16) {
+	copy(en.src[4:8], a[:])
+	binary.LittleEndian.PutUint16(en.src[8:10], port)
+	en.status |= ctStSNAT
+}
+func (en *ctEntry) setDNAT(a [4]byte, port uint16) {
+	copy(en.dst[4:8], a[:])
+	binary.LittleEndian.PutUint16(en.dst[8:10], port)
+	en.status |= ctStDNAT
+}
+
+// Entry status bits.
+const (
+	ctStUsed      = 1 << iota // live (in the index)
+	ctStV6                    // addresses are IPv6
+	ctStSeenReply             // a reply-direction packet was seen (IPS_SEEN_REPLY)
+	ctStAssured               // assured: never evicted for a new flow (IPS_ASSURED)
+	ctStSNAT                  // natSrc/natSport apply
+	ctStDNAT                  // natDst/natDport apply
+	ctStTentative             // created in the current batch, not yet confirmed
+)
+
+// ctEntryBytes is the size of one entry.
+const ctEntryBytes = int(unsafe.Sizeof(ctEntry{}))
+
+// ctEvictScan is how many entries a full table looks at for one to evict.
+const ctEvictScan = 8
+
+// ctSweepPerBatch is how many entries the expiry sweep looks at per
+// Process call: a table of a million entries is swept every 65 536
+// batches (some four million packets). The sweep only returns memory of
+// idle flows early: a lookup removes an expired entry it meets, and a
+// full table takes expired entries first.
+const ctSweepPerBatch = 16
+
+// ctIndexSlots returns the index size for a table of size entries: two
+// slots per entry at a load factor of at most 3/4 (any size works: a
+// slot's home is hash*slots>>32, no power of two needed).
+func ctIndexSlots(size int) int { return (size*8 + 2) / 3 }
+
+// ctBytesPerFlow is the table memory per flow for a table of size
+// entries: what CONFIG.md and the stats state.
+func ctBytesPerFlow(size int) float64 {
+	return float64(size*ctEntryBytes+8*ctIndexSlots(size)) / float64(size)
+}
+
+// ctTuple is one direction's lookup key.
+type ctTuple struct {
+	src, dst     [16]byte
+	sport, dport uint16
+	zone         uint16
+	proto        uint8
+	v6           bool
+}
+
+// hash returns the tuple's directional 32-bit hash. (An index slot is
+// never 0 whatever the hash: its low half holds entry+1.)
+func (t *ctTuple) hash() uint32 {
+	ports := uint64(t.sport)<<16 | uint64(t.dport) | uint64(t.proto)<<32 | uint64(t.zone)<<40
+	if !t.v6 {
+		// IPv4: both addresses in one word, the rest in another.
+		a := uint64(binary.LittleEndian.Uint32(t.src[0:4])) | uint64(binary.LittleEndian.Uint32(t.dst[0:4]))<<32
+		return balanceFinal(balanceMix(balanceMix(ctSeed, a), ports))
+	}
+	h := balanceMix(ctSeed^1, binary.LittleEndian.Uint64(t.src[0:8]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[0:8]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.src[8:16]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[8:16]))
+	return balanceFinal(balanceMix(h, ports))
+}
+
+const ctSeed = 0x3c6ef372fe94f82b
+
+// ctTable is one worker's flow table.
+type ctTable struct {
+	// The arrays live in huge pages where the kernel gives them
+	// (internal/hugemem: a lookup's misses are then not TLB misses too);
+	// the holders keep the mappings alive as long as the table is.
+	entMem *hugemem.Table[ctEntry]
+	idxMem *hugemem.Table[uint64]
+	ent    []ctEntry
+	idx    []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
+	slots  uint64
+	free   uint32 // first free entry + 1; 0: none
+	n      int    // live entries
+	hand   uint32 // the sweep's next entry
+	now    uint32 // the table's clock: the latest packet time seen (never goes back)
+	// nowSet says now holds a time: the first packet sets it outright.
+	nowSet bool
+}
+
+func newCTTable(size int) *ctTable {
+	t := &ctTable{entMem: hugemem.Alloc[ctEntry](size), idxMem: hugemem.Alloc[uint64](ctIndexSlots(size))}
+	t.ent, t.idx = t.entMem.S, t.idxMem.S
+	t.slots = uint64(len(t.idx))
+	t.resetFree()
+	return t
+}
+
+// resetFree chains every entry onto the free list (an empty table).
+func (t *ctTable) resetFree() {
+	for i := range t.ent {
+		t.ent[i].expires = uint32(i + 2)
+		t.ent[i].status = 0
+	}
+	if len(t.ent) > 0 {
+		t.ent[len(t.ent)-1].expires = 0
+		t.free = 1
+	}
+	clear(t.idx)
+	t.n = 0
+}
+
+// advance moves the clock to ms unless that is behind it (a looping
+// replay goes back in time: the table keeps its clock).
+func (t *ctTable) advance(ms uint32) {
+	if !t.nowSet || int32(ms-t.now) > 0 {
+		t.now, t.nowSet = ms, true
+	}
+}
+
+// expired reports whether entry e's time has come.
+func (t *ctTable) expired(e *ctEntry) bool { return int32(t.now-e.expires) >= 0 }
+
+func (t *ctTable) home(h uint32) uint64 { return (uint64(h) * t.slots) >> 32 }
+
+// lookup finds the entry whose direction tuple is k (hash h); with want
+// 0 or 1 only as that direction (ICMP queries: a request's tuple and a
+// reply's can coincide). It does not look at expiry.
+func (t *ctTable) lookup(k *ctTuple, h uint32, want int8) (e uint32, dir uint8, ok bool) {
+	i := t.home(h)
+	for {
+		v := t.idx[i]
+		if v == 0 {
+			return 0, 0, false
+		}
+		if uint32(v>>32) == h {
+			e = uint32(v)>>1 - 1
+			dir = uint8(v & 1)
+			if (want < 0 || uint8(want) == dir) && t.tupleIs(&t.ent[e], dir, k) {
+				return e, dir, true
+			}
+		}
+		if i++; i == t.slots {
+			i = 0
+		}
+	}
+}
+
+// tupleOf writes entry e's tuple for direction dir into k.
+func (t *ctTable) tupleOf(en *ctEntry, dir uint8, k *ctTuple) {
+	k.zone, k.proto, k.v6 = en.zone, en.proto, en.status&ctStV6 != 0
+	k.src, k.dst = en.src, en.dst
+	if !k.v6 {
+		// The NAT bytes are not part of an IPv4 address.
+		clear(k.src[4:])
+		clear(k.dst[4:])
+	}
+	if dir == 0 {
+		k.sport, k.dport = en.sport, en.dport
+		return
+	}
+	// The reply: the translated original, reversed.
+	k.src, k.dst = k.dst, k.src
+	k.sport, k.dport = en.dport, en.sport
+	if en.status&ctStDNAT != 0 {
+		*(*[4]byte)(k.src[:4]) = en.natDst()
+		k.sport = en.natDport()
+	}
+	if en.status&ctStSNAT != 0 {
+		*(*[4]byte)(k.dst[:4]) = en.natSrc()
+		k.dport = en.natSport()
+	}
+}
+
+// tupleIs reports whether entry en's direction dir tuple is k.
+func (t *ctTable) tupleIs(en *ctEntry, dir uint8, k *ctTuple) bool {
+	if en.zone != k.zone || en.proto != k.proto || (en.status&ctStV6 != 0) != k.v6 {
+		return false
+	}
+	if !k.v6 {
+		// IPv4, compared in place (the NAT bytes are not part of the
+		// addresses): the original as it arrived, the reply reversed
+		// with the translation.
+		if dir == 0 {
+			return [4]byte(en.src[:4]) == [4]byte(k.src[:4]) && [4]byte(en.dst[:4]) == [4]byte(k.dst[:4]) &&
+				en.sport == k.sport && en.dport == k.dport
+		}
+		rs, rsp := [4]byte(en.dst[:4]), en.dport
+		if en.status&ctStDNAT != 0 {
+			rs, rsp = en.natDst(), en.natDport()
+		}
+		rd, rdp := [4]byte(en.src[:4]), en.sport
+		if en.status&ctStSNAT != 0 {
+			rd, rdp = en.natSrc(), en.natSport()
+		}
+		return rs == [4]byte(k.src[:4]) && rd == [4]byte(k.dst[:4]) && rsp == k.sport && rdp == k.dport
+	}
+	var r ctTuple
+	t.tupleOf(en, dir, &r)
+	return r.src == k.src && r.dst == k.dst && r.sport == k.sport && r.dport == k.dport
+}
+
+// insertSlot adds the index slot of entry e's direction dir (hash h).
+// The index always has room: it is sized for two slots per entry.
+func (t *ctTable) insertSlot(e uint32, dir uint8, h uint32) {
+	i := t.home(h)
+	for t.idx[i] != 0 {
+		if i++; i == t.slots {
+			i = 0
+		}
+	}
+	t.idx[i] = uint64(h)<<32 | uint64(e+1)<<1 | uint64(dir)
+}
+
+// deleteSlot removes the slot of entry e's direction dir (hash h),
+// shifting the slots after it back so that no probe sequence breaks.
+func (t *ctTable) deleteSlot(e uint32, dir uint8, h uint32) {
+	want := uint64(h)<<32 | uint64(e+1)<<1 | uint64(dir)
+	i := t.home(h)
+	for t.idx[i] != want {
+		if t.idx[i] == 0 {
+			return // not there: nothing to do (cannot happen for a live entry)
+		}
+		if i++; i == t.slots {
+			i = 0
+		}
+	}
+	j := i
+	for {
+		if j++; j == t.slots {
+			j = 0
+		}
+		v := t.idx[j]
+		if v == 0 {
+			break
+		}
+		home := t.home(uint32(v >> 32))
+		// The slot at j may move back to i unless its home lies
+		// cyclically in (i, j].
+		var stays bool
+		if i <= j {
+			stays = i < home && home <= j
+		} else {
+			stays = i < home || home <= j
+		}
+		if stays {
+			continue
+		}
+		t.idx[i] = v
+		i = j
+	}
+	t.idx[i] = 0
+}
+
+// alloc takes a free entry, or reports false when there is none.
+func (t *ctTable) alloc() (uint32, bool) {
+	if t.free == 0 {
+		return 0, false
+	}
+	e := t.free - 1
+	t.free = t.ent[e].expires
+	return e, true
+}
+
+// add makes entry e (already filled in, status used) live: both index
+// slots.
+func (t *ctTable) add(e uint32) {
+	en := &t.ent[e]
+	var k ctTuple
+	t.tupleOf(en, 0, &k)
+	t.insertSlot(e, 0, k.hash())
+	t.tupleOf(en, 1, &k)
+	t.insertSlot(e, 1, k.hash())
+	t.n++
+}
+
+// remove takes entry e out of the index and puts it on the free list.
+func (t *ctTable) remove(e uint32) {
+	en := &t.ent[e]
+	var k ctTuple
+	t.tupleOf(en, 0, &k)
+	t.deleteSlot(e, 0, k.hash())
+	t.tupleOf(en, 1, &k)
+	t.deleteSlot(e, 1, k.hash())
+	en.status = 0
+	en.expires = t.free
+	t.free = e + 1
+	t.n--
+}
+
+// rekeyReply moves entry e's reply slot after its NAT fields changed:
+// oldHash is the reply tuple's hash before the change.
+func (t *ctTable) rekeyReply(e uint32, oldHash uint32) {
+	t.deleteSlot(e, 1, oldHash)
+	var k ctTuple
+	t.tupleOf(&t.ent[e], 1, &k)
+	t.insertSlot(e, 1, k.hash())
+}
+
+// victim finds an entry to evict for a new flow: among ctEvictScan
+// entries from the sweep hand, the first expired one, else the unassured
+// one nearest to expiry. ok is false when all are assured (or the table
+// has no entries).
+func (t *ctTable) victim() (e uint32, expired, ok bool) {
+	size := uint32(len(t.ent))
+	if size == 0 {
+		return 0, false, false
+	}
+	best, bestLeft := uint32(0), int32(0)
+	found := false
+	h := t.hand
+	for range min(ctEvictScan, int(size)) {
+		en := &t.ent[h]
+		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 {
+			if t.expired(en) {
+				t.hand = next(h, size)
+				return h, true, true
+			}
+			if en.status&ctStAssured == 0 {
+				left := int32(en.expires - t.now)
+				if !found || left < bestLeft {
+					best, bestLeft, found = h, left, true
+				}
+			}
+		}
+		h = next(h, size)
+	}
+	t.hand = h
+	return best, false, found
+}
+
+func next(h, size uint32) uint32 {
+	if h++; h == size {
+		return 0
+	}
+	return h
+}
+
+// sweep looks at up to n entries from the hand and removes the expired
+// ones, returning how many it removed.
+func (t *ctTable) sweep(n int) int {
+	size := uint32(len(t.ent))
+	if size == 0 || t.n == 0 {
+		return 0
+	}
+	removed := 0
+	h := t.hand
+	for range min(n, int(size)) {
+		en := &t.ent[h]
+		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 && t.expired(en) {
+			t.remove(h)
+			removed++
+		}
+		h = next(h, size)
+	}
+	t.hand = h
+	return removed
+}
+
+// bytes is the table's memory.
+func (t *ctTable) bytes() int { return len(t.ent)*ctEntryBytes + 8*len(t.idx) }

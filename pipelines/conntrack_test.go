@@ -1,0 +1,503 @@
+package pipelines
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+const (
+	cli = "10.0.0.1"
+	srv = "198.51.100.7"
+)
+
+// ctTable returns the rig's conntrack table (stage "ct").
+func (s *sfRig) ctTable() *ctTable { return s.stage("ct").(*ctStage).table() }
+
+// ctState returns the TCP state name of the flow whose original tuple is
+// (src:sport -> dst:dport), or "" when there is none.
+func (s *sfRig) ctFlow(proto uint8, src string, sport uint16, dst string, dport uint16) (*ctEntry, bool) {
+	st := s.stage("ct").(*ctStage)
+	t := st.table()
+	var k ctTuple
+	m := stMeta(sfUDP(s.t, src, dst, sport, dport, 0))
+	ctAddrs(&m, &k)
+	k.proto, k.sport, k.dport = proto, sport, dport
+	e, dir, ok := t.lookup(&k, k.hash(), -1)
+	if !ok || dir != 0 {
+		return nil, false
+	}
+	return &t.ent[e], true
+}
+
+func (s *sfRig) tcpState(src string, sport uint16, dst string, dport uint16) string {
+	en, ok := s.ctFlow(6, src, sport, dst, dport)
+	if !ok {
+		return ""
+	}
+	return tcpStateNames[en.state]
+}
+
+// TestConntrackTCPHandshakeAndClose walks a connection through Linux's
+// states, checking each packet's class and the flow's state and timeout.
+func TestConntrackTCPHandshakeAndClose(t *testing.T) {
+	s := newSFRig(t, ctYAML("", ""))
+	c2s := func(flags string, seq, ack uint32, n int) []byte {
+		return sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 80, flags: flags, seq: seq, ack: ack, payload: n, wscale: 7, sackPerm: true})
+	}
+	s2c := func(flags string, seq, ack uint32, n int) []byte {
+		return sfTCP(t, tcpSpec{src: srv, dst: cli, sport: 80, dport: 40000, flags: flags, seq: seq, ack: ack, payload: n, wscale: 7, sackPerm: true})
+	}
+	steps := []struct {
+		pkt     []byte
+		class   string
+		state   string
+		timeout uint32 // seconds, 0: not checked
+	}{
+		{c2s("S", 1000, 0, 0), "new", "SYN_SENT", 120},
+		{s2c("SA", 5000, 1001, 0), "established/reply", "SYN_RECV", 60},
+		{c2s("A", 1001, 5001, 0), "established", "ESTABLISHED", 432000},
+		{c2s("PA", 1001, 5001, 100), "established", "ESTABLISHED", 300}, // unacknowledged data: UNACK timeout
+		{s2c("A", 5001, 1101, 0), "established/reply", "ESTABLISHED", 432000},
+		{c2s("FA", 1101, 5001, 0), "established", "FIN_WAIT", 120},
+		{s2c("A", 5001, 1102, 0), "established/reply", "CLOSE_WAIT", 60},
+		{s2c("FA", 5001, 1102, 0), "established/reply", "LAST_ACK", 30},
+		{c2s("A", 1102, 5002, 0), "established", "TIME_WAIT", 120},
+	}
+	for i, st := range steps {
+		o := s.one(st.pkt)
+		if got := ctClass(o.m.CT); got != st.class {
+			t.Fatalf("step %d: class %s, want %s", i, got, st.class)
+		}
+		if got := s.tcpState(cli, 40000, srv, 80); got != st.state {
+			t.Fatalf("step %d: state %s, want %s", i, got, st.state)
+		}
+		en, _ := s.ctFlow(6, cli, 40000, srv, 80)
+		if left := en.expires - s.ctTable().now; st.timeout != 0 && left != st.timeout*1000 {
+			t.Fatalf("step %d: timeout %d ms, want %d s", i, left, st.timeout)
+		}
+		s.advance(1)
+	}
+	en, _ := s.ctFlow(6, cli, 40000, srv, 80)
+	if en.status&ctStAssured == 0 {
+		t.Fatal("a completed handshake did not make the flow assured")
+	}
+	// TIME_WAIT ends after 120 s: a packet then finds no flow, and a new
+	// SYN starts one.
+	s.advance(120_000)
+	if o := s.one(c2s("S", 9000, 0, 0)); ctClass(o.m.CT) != "new" {
+		t.Fatalf("SYN after TIME_WAIT expired: %s", ctClass(o.m.CT))
+	}
+	if got := stCounter(s.stage("ct"), "expiries"); got != 1 {
+		t.Fatalf("expiries = %d, want 1", got)
+	}
+}
+
+// TestConntrackTCPInvalid checks the invalid classes Linux gives, with
+// their reasons.
+func TestConntrackTCPInvalid(t *testing.T) {
+	cases := []struct {
+		name   string
+		opts   string
+		pkts   []tcpSpec
+		class  string // of the last packet
+		reason string
+	}{
+		{"mid-stream ack, loose off", "", []tcpSpec{{flags: "A", seq: 5, ack: 9}}, "invalid", "tcp_new"},
+		{"synack first", "", []tcpSpec{{flags: "SA", seq: 5, ack: 9}}, "invalid", "tcp_new"},
+		{"rst first", "", []tcpSpec{{flags: "R", seq: 5}}, "invalid", "tcp_new"},
+		{"syn+fin", "", []tcpSpec{{flags: "SF", seq: 5}}, "invalid", "tcp_flags"},
+		{"no flags", "", []tcpSpec{{flags: "", seq: 5}}, "invalid", "tcp_flags"},
+		{"syn then synack from the originator", "", []tcpSpec{{flags: "S", seq: 1}, {flags: "SA", seq: 1, ack: 1}}, "invalid", "tcp_state"},
+		{"ack over the upper bound", "", []tcpSpec{
+			{flags: "S", seq: 1000, win: 1000},
+			{reply: true, flags: "SA", seq: 5000, ack: 1001, win: 1000},
+			{flags: "A", seq: 1001, ack: 90001, win: 1000},
+		}, "invalid", "tcp_window"},
+		{"seq over the upper bound", "", []tcpSpec{
+			{flags: "S", seq: 1000, win: 1000},
+			{reply: true, flags: "SA", seq: 5000, ack: 1001, win: 1000},
+			{flags: "A", seq: 1001, ack: 5001, win: 1000},
+			{flags: "PA", seq: 900001, ack: 5001, win: 1000, payload: 10},
+		}, "invalid", "tcp_window"},
+		{"mid-stream ack, loose on", ", loose: true", []tcpSpec{{flags: "A", seq: 5, ack: 9}}, "new", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSFRig(t, ctYAML(c.opts, ""))
+			var o sfOut
+			for _, p := range c.pkts {
+				p.src, p.dst, p.sport, p.dport = cli, srv, 40000, 443
+				if p.reply {
+					p.src, p.dst, p.sport, p.dport = srv, cli, 443, 40000
+				}
+				o = s.one(sfTCP(t, p))
+			}
+			if got := ctClass(o.m.CT); got != c.class {
+				t.Fatalf("class %s, want %s", got, c.class)
+			}
+			if c.reason != "" {
+				if n := stCounter(s.stage("ct"), "invalid="+c.reason); n != 1 {
+					t.Fatalf("invalid=%s = %d, want 1 (counters %v)", c.reason, n, stReport(s.stage("ct")))
+				}
+			}
+		})
+	}
+}
+
+// TestConntrackRSTClosesFlow: an in-window RST moves an established flow
+// to CLOSE with the 10 s timeout; one below the peer's highest ack is
+// invalid and changes nothing.
+func TestConntrackRSTClosesFlow(t *testing.T) {
+	s := newSFRig(t, ctYAML("", ""))
+	hs := []tcpSpec{
+		{flags: "S", seq: 1000},
+		{reply: true, flags: "SA", seq: 5000, ack: 1001},
+		{flags: "A", seq: 1001, ack: 5001},
+		{reply: true, flags: "PA", seq: 5001, ack: 1001, payload: 100},
+		{flags: "A", seq: 1001, ack: 5101},
+	}
+	send := func(p tcpSpec) sfOut {
+		p.src, p.dst, p.sport, p.dport = cli, srv, 40001, 22
+		if p.reply {
+			p.src, p.dst, p.sport, p.dport = srv, cli, 22, 40001
+		}
+		return s.one(sfTCP(t, p))
+	}
+	for _, p := range hs {
+		send(p)
+	}
+	// The client acked 5101: a server RST at seq 5050 is below it.
+	if o := send(tcpSpec{reply: true, flags: "R", seq: 5050}); ctClass(o.m.CT) != "invalid" {
+		t.Fatalf("RST below max ack: class %s, want invalid", ctClass(o.m.CT))
+	}
+	if st := s.tcpState(cli, 40001, srv, 22); st != "ESTABLISHED" {
+		t.Fatalf("after an invalid RST: %s", st)
+	}
+	if o := send(tcpSpec{reply: true, flags: "R", seq: 5101}); ctClass(o.m.CT) != "established/reply" {
+		t.Fatalf("in-window RST: class %s", ctClass(o.m.CT))
+	}
+	en, _ := s.ctFlow(6, cli, 40001, srv, 22)
+	if tcpStateNames[en.state] != "CLOSE" || en.expires-s.ctTable().now != 10_000 {
+		t.Fatalf("after RST: state %s, timeout %d ms", tcpStateNames[en.state], en.expires-s.ctTable().now)
+	}
+}
+
+// TestConntrackCommit: a SYN a later filter drops leaves no flow, so a
+// forged SYN/ACK that follows is invalid, as in Linux, where the
+// unconfirmed entry dies with the dropped packet.
+func TestConntrackCommit(t *testing.T) {
+	rules := indent(`- {ct: new, dst_port: 22, action: "drop:ssh"}
+- {ct: invalid, action: "drop:invalid"}`, 6)
+	s := newSFRig(t, ctYAML("", rules))
+	syn := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40002, dport: 22, flags: "S", seq: 1})
+	synack := sfTCP(t, tcpSpec{src: srv, dst: cli, sport: 22, dport: 40002, flags: "SA", seq: 7, ack: 2})
+	if o := s.one(syn); o.reason != "drop:ssh" {
+		t.Fatalf("SYN to 22: %s", o.reason)
+	}
+	if s.ctTable().n != 0 {
+		t.Fatalf("a dropped SYN left %d flows", s.ctTable().n)
+	}
+	if o := s.one(synack); o.reason != "drop:invalid" || ctClass(o.m.CT) != "invalid" {
+		t.Fatalf("forged SYN/ACK: %s, class %s", o.reason, ctClass(o.m.CT))
+	}
+	// An accepted SYN confirms its flow: inserts and entries count it.
+	ok := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40003, dport: 443, flags: "S", seq: 1})
+	if o := s.one(ok); o.reason != "tx:out" {
+		t.Fatalf("SYN to 443: %s", o.reason)
+	}
+	if st := s.stage("ct"); stCounter(st, "inserts") != 1 || stCounter(st, "entries") != 1 || s.ctTable().n != 1 {
+		t.Fatalf("inserts %d entries %d table %d, want 1 1 1", stCounter(st, "inserts"), stCounter(st, "entries"), s.ctTable().n)
+	}
+}
+
+// TestConntrackUDPAndTimeouts: UDP is new until a reply; the unreplied
+// and stream timeouts and assured follow Linux (stream after 2 s).
+func TestConntrackUDPAndTimeouts(t *testing.T) {
+	s := newSFRig(t, ctYAML(", timeouts: {udp: 5, udp_stream: 50}", ""))
+	q := sfUDP(t, cli, srv, 5353, 53, 20)
+	a := sfUDP(t, srv, cli, 53, 5353, 40)
+	for i, want := range []string{"new", "new"} {
+		if o := s.one(q); ctClass(o.m.CT) != want {
+			t.Fatalf("query %d: %s", i, ctClass(o.m.CT))
+		}
+	}
+	if o := s.one(a); ctClass(o.m.CT) != "established/reply" {
+		t.Fatalf("answer: %s", ctClass(o.m.CT))
+	}
+	if o := s.one(q); ctClass(o.m.CT) != "established" {
+		t.Fatalf("query after answer: %s", ctClass(o.m.CT))
+	}
+	en, _ := s.ctFlow(17, cli, 5353, srv, 53)
+	if en.status&ctStAssured != 0 || en.expires-s.ctTable().now != 5000 {
+		t.Fatalf("young replied flow: assured %v timeout %d", en.status&ctStAssured != 0, en.expires-s.ctTable().now)
+	}
+	s.advance(3000) // older than 2 s: a stream
+	s.one(a)
+	if en.status&ctStAssured == 0 || en.expires-s.ctTable().now != 50_000 {
+		t.Fatalf("stream: assured %v timeout %d", en.status&ctStAssured != 0, en.expires-s.ctTable().now)
+	}
+	s.advance(50_000)
+	if o := s.one(q); ctClass(o.m.CT) != "new" {
+		t.Fatalf("after the stream timeout: %s", ctClass(o.m.CT))
+	}
+}
+
+// TestConntrackICMP: echo request/reply are a flow; a reply without a
+// request is invalid; an error quoting a tracked flow is related, in the
+// direction it travels, and one quoting nothing tracked is invalid.
+func TestConntrackICMP(t *testing.T) {
+	s := newSFRig(t, ctYAML("", ""))
+	if o := s.one(sfICMP4(t, cli, srv, 0, 0, 77, nil)); ctClass(o.m.CT) != "invalid" {
+		t.Fatalf("lone echo reply: %s", ctClass(o.m.CT))
+	}
+	if o := s.one(sfICMP4(t, cli, srv, 8, 0, 77, nil)); ctClass(o.m.CT) != "new" {
+		t.Fatalf("echo request: %s", ctClass(o.m.CT))
+	}
+	if o := s.one(sfICMP4(t, srv, cli, 0, 0, 77, nil)); ctClass(o.m.CT) != "established/reply" {
+		t.Fatalf("echo reply: %s", ctClass(o.m.CT))
+	}
+	// The server pinging the client with the same id is another flow.
+	if o := s.one(sfICMP4(t, srv, cli, 8, 0, 77, nil)); ctClass(o.m.CT) != "new" {
+		t.Fatalf("reverse echo request: %s", ctClass(o.m.CT))
+	}
+	udp := sfUDP(t, cli, srv, 6000, 9999, 10)
+	s.one(udp)
+	unreach := sfICMP4(t, srv, cli, 3, 3, 0, ipPart(udp, 28))
+	if o := s.one(unreach); ctClass(o.m.CT) != "related/reply" {
+		t.Fatalf("port unreachable for a tracked flow: %s", ctClass(o.m.CT))
+	}
+	// A router near the server reporting the server's packet to the client
+	// travels in the original direction.
+	back := sfUDP(t, srv, cli, 9999, 6000, 10)
+	s.one(back)
+	ttl := sfICMP4(t, "192.0.2.9", srv, 11, 0, 0, ipPart(back, 28))
+	if o := s.one(ttl); ctClass(o.m.CT) != "related" {
+		t.Fatalf("time exceeded about a reply: %s", ctClass(o.m.CT))
+	}
+	other := sfICMP4(t, srv, cli, 3, 3, 0, ipPart(sfUDP(t, cli, srv, 6001, 9999, 10), 28))
+	if o := s.one(other); ctClass(o.m.CT) != "invalid" {
+		t.Fatalf("error about no flow: %s", ctClass(o.m.CT))
+	}
+	if n := stCounter(s.stage("ct"), "invalid=icmp_error_no_flow"); n != 1 {
+		t.Fatalf("icmp_error_no_flow = %d", n)
+	}
+	// An error about an ICMP query flow.
+	echo := sfICMP4(t, cli, srv, 8, 0, 77, nil)
+	if o := s.one(sfICMP4(t, "192.0.2.9", cli, 11, 0, 0, ipPart(echo, 28))); ctClass(o.m.CT) != "related/reply" {
+		t.Fatalf("time exceeded about an echo request: %s", ctClass(o.m.CT))
+	}
+}
+
+// TestConntrackICMPv6: echo is a flow; neighbour discovery is untracked;
+// an error about a tracked TCP flow is related.
+func TestConntrackICMPv6(t *testing.T) {
+	const c6, s6 = "2001:db8::1", "2001:db8:1::7"
+	s := newSFRig(t, ctYAML("", ""))
+	if o := s.one(sfICMP6(t, c6, s6, 128, 0, 5, nil)); ctClass(o.m.CT) != "new" {
+		t.Fatalf("echo request: %s", ctClass(o.m.CT))
+	}
+	if o := s.one(sfICMP6(t, s6, c6, 129, 0, 5, nil)); ctClass(o.m.CT) != "established/reply" {
+		t.Fatalf("echo reply: %s", ctClass(o.m.CT))
+	}
+	if o := s.one(sfICMP6(t, "fe80::1", "ff02::1", 135, 0, 0, make([]byte, 20))); ctClass(o.m.CT) != "untracked" {
+		t.Fatalf("neighbour solicitation: %s", ctClass(o.m.CT))
+	}
+	syn := sfTCP(t, tcpSpec{src: c6, dst: s6, sport: 1234, dport: 80, flags: "S", seq: 1})
+	s.one(syn)
+	if o := s.one(sfICMP6(t, s6, c6, 1, 4, 0, ipPart(syn, 60))); ctClass(o.m.CT) != "related/reply" {
+		t.Fatalf("unreachable about a tracked SYN: %s", ctClass(o.m.CT))
+	}
+}
+
+// TestConntrackChecksum: a bad TCP checksum is invalid (bad_checksum)
+// and creates nothing, unless checksum: false.
+func TestConntrackChecksum(t *testing.T) {
+	for _, check := range []bool{true, false} {
+		s := newSFRig(t, ctYAML(fmt.Sprintf(", checksum: %v", check), ""))
+		p := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 1, dport: 2, flags: "S", seq: 1})
+		p[14+20+16] ^= 0xff // the TCP checksum
+		o := s.one(p)
+		want := "invalid"
+		if !check {
+			want = "new"
+		}
+		if ctClass(o.m.CT) != want {
+			t.Fatalf("checksum %v: %s, want %s", check, ctClass(o.m.CT), want)
+		}
+	}
+}
+
+// TestConntrackTableFull: a full table evicts the unassured flow nearest
+// to expiry among those at the sweep hand; when all are assured, the new
+// flow is dropped as ct_table_full and no assured flow is lost.
+func TestConntrackTableFull(t *testing.T) {
+	s := newSFRig(t, ctYAML(", size: 8", ""))
+	for i := range 8 {
+		s.one(sfUDP(t, cli, srv, uint16(1000+i), 53, 1))
+		s.advance(10)
+	}
+	if s.ctTable().n != 8 {
+		t.Fatalf("%d flows, want 8", s.ctTable().n)
+	}
+	// The oldest (1000) is nearest to expiry: it goes for the ninth.
+	if o := s.one(sfUDP(t, cli, srv, 2000, 53, 1)); o.reason != "tx:out" || ctClass(o.m.CT) != "new" {
+		t.Fatalf("ninth flow: %s %s", o.reason, ctClass(o.m.CT))
+	}
+	if _, ok := s.ctFlow(17, cli, 1000, srv, 53); ok {
+		t.Fatal("the flow nearest to expiry was not the one evicted")
+	}
+	if n := stCounter(s.stage("ct"), "evictions"); n != 1 {
+		t.Fatalf("evictions = %d", n)
+	}
+	// Make every flow assured (TCP handshakes), then a new flow is refused.
+	s2 := newSFRig(t, ctYAML(", size: 4", ""))
+	for i := range 4 {
+		sp := uint16(3000 + i)
+		s2.one(sfTCP(t, tcpSpec{src: cli, dst: srv, sport: sp, dport: 80, flags: "S", seq: 1}))
+		s2.one(sfTCP(t, tcpSpec{src: srv, dst: cli, sport: 80, dport: sp, flags: "SA", seq: 9, ack: 2}))
+		s2.one(sfTCP(t, tcpSpec{src: cli, dst: srv, sport: sp, dport: 80, flags: "A", seq: 2, ack: 10}))
+	}
+	o := s2.one(sfUDP(t, cli, srv, 9, 9, 1))
+	if o.reason != "drop:ct_table_full" {
+		t.Fatalf("new flow into a table of assured flows: %s", o.reason)
+	}
+	if s2.ctTable().n != 4 || stCounter(s2.stage("ct"), "table_full") != 1 {
+		t.Fatalf("table %d flows, table_full %d", s2.ctTable().n, stCounter(s2.stage("ct"), "table_full"))
+	}
+}
+
+// TestConntrackBytesPerFlow states the table's memory: one entry is 100
+// bytes and a flow costs at most 128 with the index, at every size.
+func TestConntrackBytesPerFlow(t *testing.T) {
+	if ctEntryBytes != 100 {
+		t.Fatalf("ctEntry is %d bytes, CONFIG.md says 100", ctEntryBytes)
+	}
+	for _, n := range []int{1, 2, 3, 7, 100, 1000, 65536, 262144, 1_000_000, 1 << 20, ctMaxSize} {
+		if b := ctBytesPerFlow(n); b > 128 {
+			t.Fatalf("size %d: %.1f bytes per flow", n, b)
+		}
+	}
+	tab := newCTTable(1_000_000)
+	if got := float64(tab.bytes()) / 1e6; got > 128 || got != ctBytesPerFlow(1_000_000) {
+		t.Fatalf("a table of a million flows holds %.1f bytes per flow", got)
+	}
+}
+
+// TestConntrackIndexChurn inserts and removes flows at random against a
+// map, so the backward-shift deletion is checked on long probe runs.
+func TestConntrackIndexChurn(t *testing.T) {
+	tab := newCTTable(512)
+	live := map[uint16]uint32{} // sport -> entry
+	rnd := uint64(1)
+	next := func() uint64 { rnd ^= rnd << 13; rnd ^= rnd >> 7; rnd ^= rnd << 17; return rnd }
+	key := func(p uint16) ctTuple {
+		k := ctTuple{proto: 17, sport: p, dport: 53}
+		copy(k.src[:4], []byte{10, 0, 0, 1})
+		copy(k.dst[:4], []byte{10, 0, 0, 2})
+		return k
+	}
+	for range 200_000 {
+		p := uint16(next() % 700)
+		k := key(p)
+		if e, ok := live[p]; ok && next()%2 == 0 {
+			tab.remove(e)
+			delete(live, p)
+			continue
+		}
+		if _, ok := live[p]; ok {
+			continue
+		}
+		e, ok := tab.alloc()
+		if !ok {
+			continue
+		}
+		tab.ent[e] = ctEntry{src: k.src, dst: k.dst, sport: k.sport, dport: k.dport, proto: 17, status: ctStUsed}
+		tab.add(e)
+		live[p] = e
+	}
+	for p := range uint16(700) {
+		k := key(p)
+		e, dir, ok := tab.lookup(&k, k.hash(), -1)
+		want, in := live[p]
+		if ok != in || ok && (e != want || dir != 0) {
+			t.Fatalf("port %d: lookup (%d %d %v), map (%d %v)", p, e, dir, ok, want, in)
+		}
+		k.invert()
+		if _, dir, ok := tab.lookup(&k, k.hash(), -1); ok != in || ok && dir != 1 {
+			t.Fatalf("port %d reply: %v %d", p, ok, dir)
+		}
+	}
+	if tab.n != len(live) {
+		t.Fatalf("table counts %d, map %d", tab.n, len(live))
+	}
+}
+
+// TestConntrackZeroAlloc: tracking allocates nothing per packet, new
+// flows, established ones and expiries alike.
+func TestConntrackZeroAlloc(t *testing.T) {
+	s := newSFRig(t, ctYAML(", size: 4096", indent(`- {ct: invalid, action: "drop:invalid"}`, 6)))
+	var pkts [][]byte
+	for i := range 64 {
+		pkts = append(pkts, sfUDP(t, cli, srv, uint16(2000+i), 53, 10), sfUDP(t, srv, cli, 53, uint16(2000+i), 10))
+	}
+	b := stFillBatch(t, s.a, pkts)
+	// Parse and filter write Meta; the batch is re-run as it is.
+	s.r.Process(b)
+	allocs := testing.AllocsPerRun(200, func() {
+		for i := range b.Meta {
+			b.Meta[i].Time += 40_000 // every other run finds its flows expired
+		}
+		s.r.Process(b)
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per batch", allocs)
+	}
+}
+
+func TestConntrackBuildErrors(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`{size: 0}`, "size 0"},
+		{`{size: 100000000}`, "size 100000000"},
+		{`{zone: port}`, `zone "port"`},
+		{`{timeouts: {tcp_syn_sent: 0}}`, "tcp_syn_sent"},
+		{`{timeouts: {tcp_bogus: 3}}`, `unknown "tcp_bogus"`},
+		{`{timeouts: [1]}`, "want a mapping"},
+		{`{loose: maybe}`, "maybe"},
+	} {
+		t.Run(c.src, func(t *testing.T) { stWantBuildError(t, conntrackKind, c.src, c.want) })
+	}
+}
+
+// TestFilterCTRules: ct and ct_dir match Meta.CT; a bad value is an error.
+func TestFilterCTRules(t *testing.T) {
+	tpl := stMustBuild(t, filterKind, `{default: "drop:other", rules: [
+		{ct: [established, related], action: accept},
+		{ct: new, ct_dir: original, dst_port: 80, action: accept},
+		{ct_dir: reply, action: "drop:reply"},
+		{ct: untracked, action: "drop:untracked"}]}`)
+	st := tpl.NewInstance()
+	m := stMeta(sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 1, dport: 80, flags: "S"}))
+	for _, c := range []struct {
+		ct   uint8
+		want string
+	}{
+		{rings.CTEstablished, "next"}, {rings.CTRelated | rings.CTReply, "next"}, {rings.CTNew, "next"},
+		{rings.CTNew | rings.CTReply, "reply"}, {rings.CTInvalid, "other"}, {rings.CTUntracked, "untracked"},
+	} {
+		mm := m
+		mm.CT = c.ct
+		b := stFillBatch(t, stArena(t), [][]byte{sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 1, dport: 80, flags: "S"})})
+		b.Meta[0] = mm
+		if got := stEdgeName(tpl, stRunAll(st, b)[0]); got != c.want {
+			t.Fatalf("ct %s: %s, want %s", ctClass(c.ct), got, c.want)
+		}
+	}
+	stWantBuildError(t, filterKind, `{rules: [{ct: bogus, action: accept}]}`, `ct "bogus"`)
+	stWantBuildError(t, filterKind, `{rules: [{ct_dir: sideways, action: accept}]}`, `ct_dir "sideways"`)
+	if !strings.Contains(fmt.Sprint(ctStateNames), "untracked") {
+		t.Fatal("state names")
+	}
+}

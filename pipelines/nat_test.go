@@ -1,0 +1,453 @@
+package pipelines
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/rings"
+)
+
+const natIP = "192.0.2.1"
+
+// natYAML is parse, conntrack, a filter that drops invalid packets, nat
+// with the given options, and tx.
+func natYAML(natOpts string) string {
+	return "name: nat-test\nsettings: {batch_size: 256}\nstages:\n" +
+		"  - {name: parse, type: parse}\n" +
+		"  - {name: ct, type: conntrack}\n" +
+		"  - {name: acl, type: filter, rules: [{ct: invalid, action: \"drop:invalid\"}]}\n" +
+		"  - name: nat\n    type: nat\n    conntrack: ct\n" + indent(natOpts, 4) +
+		"  - {name: out, type: tx, port: out}\n"
+}
+
+const masq = `snat: [{match: {src: 10.0.0.0/8}, to: 192.0.2.1}]`
+
+// pktTuple decodes p's IPv4 addresses and L4 ports (ICMP: id).
+func pktTuple(p []byte) (src, dst string, sport, dport uint16) {
+	ip := p[14:]
+	s := netip.AddrFrom4([4]byte(ip[12:16])).String()
+	d := netip.AddrFrom4([4]byte(ip[16:20])).String()
+	l4 := ip[int(ip[0]&15)*4:]
+	switch ip[9] {
+	case 6, 17:
+		return s, d, binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
+	case 1:
+		return s, d, binary.BigEndian.Uint16(l4[4:]), 0
+	}
+	return s, d, 0, 0
+}
+
+// checksumsOK verifies p's IPv4 header and L4 checksums in full.
+func checksumsOK(p []byte) error {
+	if !ipv4HeaderOK(p, 14) {
+		return fmt.Errorf("bad IPv4 header checksum")
+	}
+	ihl := int(p[14]&15) * 4
+	end := ctIPEnd(p, 14, false)
+	if binary.BigEndian.Uint16(p[14+6:])&0x3fff != 0 {
+		return nil // a fragment: its L4 checksum is the datagram's
+	}
+	if !l4ChecksumOK(p, 14, 14+ihl, end, false, p[14+9]) {
+		return fmt.Errorf("bad L4 checksum (proto %d)", p[14+9])
+	}
+	return nil
+}
+
+func TestNATMasquerade(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	syn := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 80, flags: "S", seq: 100, payload: 3})
+	o := s.one(syn)
+	if a, b, sp, dp := pktTuple(o.pkt); a != natIP || b != srv || sp != 40000 || dp != 80 {
+		t.Fatalf("SYN out as %s:%d > %s:%d, want %s:40000 > %s:80 (port kept)", a, sp, b, dp, natIP, srv)
+	}
+	if err := checksumsOK(o.pkt); err != nil {
+		t.Fatal(err)
+	}
+	// A second client with the same source port: another port.
+	syn2 := sfTCP(t, tcpSpec{src: "10.0.0.2", dst: srv, sport: 40000, dport: 80, flags: "S", seq: 7})
+	o2 := s.one(syn2)
+	a2, _, sp2, _ := pktTuple(o2.pkt)
+	if a2 != natIP || sp2 == 40000 || sp2 < 1024 {
+		t.Fatalf("second client out as %s:%d", a2, sp2)
+	}
+	// Replies come back to each client's own address and port.
+	for _, c := range []struct {
+		port uint16
+		to   string
+		tp   uint16
+	}{{40000, cli, 40000}, {sp2, "10.0.0.2", 40000}} {
+		sa := sfTCP(t, tcpSpec{src: srv, dst: natIP, sport: 80, dport: c.port, flags: "SA", seq: 900, ack: 104})
+		if c.to == "10.0.0.2" {
+			sa = sfTCP(t, tcpSpec{src: srv, dst: natIP, sport: 80, dport: c.port, flags: "SA", seq: 900, ack: 8})
+		}
+		r := s.one(sa)
+		if ctClass(r.m.CT) != "established/reply" {
+			t.Fatalf("reply to port %d: class %s", c.port, ctClass(r.m.CT))
+		}
+		if a, b, sp, dp := pktTuple(r.pkt); a != srv || b != c.to || sp != 80 || dp != c.tp {
+			t.Fatalf("reply to port %d in as %s:%d > %s:%d, want %s:80 > %s:%d", c.port, a, sp, b, dp, srv, c.to, c.tp)
+		}
+		if err := checksumsOK(r.pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := stCounter(s.stage("nat"), "snat"); n != 2 {
+		t.Fatalf("snat sessions %d", n)
+	}
+	// Unmatched traffic (not from 10/8) passes unchanged.
+	other := sfUDP(t, "172.16.0.1", srv, 5, 6, 4)
+	if r := s.one(other); string(r.pkt) != string(other) {
+		t.Fatal("a flow no rule matches was changed")
+	}
+}
+
+// TestNATPortExhaustion: with two ports, a third flow to the same
+// destination is dropped by name; a flow to another destination may
+// reuse a port (endpoint-dependent mapping).
+func TestNATPortExhaustion(t *testing.T) {
+	s := newSFRig(t, natYAML(`snat: [{match: {src: 10.0.0.0/8}, to: 192.0.2.1, ports: 5000-5001}]`))
+	used := map[uint16]bool{}
+	for i := range 2 {
+		o := s.one(sfUDP(t, cli, srv, uint16(7000+i), 53, 1))
+		_, _, sp, _ := pktTuple(o.pkt)
+		if o.reason != "tx:out" || sp < 5000 || sp > 5001 || used[sp] {
+			t.Fatalf("flow %d: %s port %d", i, o.reason, sp)
+		}
+		used[sp] = true
+	}
+	if o := s.one(sfUDP(t, cli, srv, 7002, 53, 1)); o.reason != "drop:nat_ports_exhausted" {
+		t.Fatalf("third flow: %s", o.reason)
+	}
+	if s.ctTable().n != 2 {
+		t.Fatalf("the refused flow left an entry: %d flows", s.ctTable().n)
+	}
+	if o := s.one(sfUDP(t, cli, "198.51.100.99", 7003, 53, 1)); o.reason != "tx:out" {
+		t.Fatalf("flow to another destination: %s", o.reason)
+	}
+	if n := stCounter(s.stage("nat"), "ports_exhausted"); n != 1 {
+		t.Fatalf("ports_exhausted %d", n)
+	}
+}
+
+func TestNATPortForward(t *testing.T) {
+	s := newSFRig(t, natYAML(`dnat: [{match: {proto: tcp, dst: 198.51.100.1, dst_port: 80}, to: 10.0.0.5, port: 8080}]`))
+	syn := sfTCP(t, tcpSpec{src: "203.0.113.9", dst: "198.51.100.1", sport: 33333, dport: 80, flags: "S", seq: 1})
+	o := s.one(syn)
+	if a, b, sp, dp := pktTuple(o.pkt); a != "203.0.113.9" || b != "10.0.0.5" || sp != 33333 || dp != 8080 {
+		t.Fatalf("forwarded as %s:%d > %s:%d", a, sp, b, dp)
+	}
+	if err := checksumsOK(o.pkt); err != nil {
+		t.Fatal(err)
+	}
+	sa := sfTCP(t, tcpSpec{src: "10.0.0.5", dst: "203.0.113.9", sport: 8080, dport: 33333, flags: "SA", seq: 50, ack: 2})
+	r := s.one(sa)
+	if a, b, sp, dp := pktTuple(r.pkt); a != "198.51.100.1" || b != "203.0.113.9" || sp != 80 || dp != 33333 {
+		t.Fatalf("reply as %s:%d > %s:%d", a, sp, b, dp)
+	}
+	if err := checksumsOK(r.pkt); err != nil {
+		t.Fatal(err)
+	}
+	// Port 81 is not forwarded.
+	o81 := s.one(sfTCP(t, tcpSpec{src: "203.0.113.9", dst: "198.51.100.1", sport: 33334, dport: 81, flags: "S", seq: 1}))
+	if _, b, _, dp := pktTuple(o81.pkt); b != "198.51.100.1" || dp != 81 {
+		t.Fatalf("port 81 went to %s:%d", b, dp)
+	}
+}
+
+// TestNATICMPErrorInner: an ICMP error from the server's side about a
+// masqueraded flow reaches the client with the quoted packet translated
+// back, every checksum valid.
+func TestNATICMPErrorInner(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	udp := sfUDP(t, cli, srv, 6000, 9999, 10)
+	out := s.one(udp)
+	_, _, np, _ := pktTuple(out.pkt)
+	// The server's host quotes the packet as it saw it (the whole of it).
+	unreach := sfICMP4(t, srv, natIP, 3, 3, 0, ipPart(out.pkt, 0))
+	r := s.one(unreach)
+	if ctClass(r.m.CT) != "related/reply" {
+		t.Fatalf("class %s", ctClass(r.m.CT))
+	}
+	if a, b, _, _ := pktTuple(r.pkt); a != srv || b != cli {
+		t.Fatalf("outer %s > %s, want %s > %s", a, b, srv, cli)
+	}
+	if err := checksumsOK(r.pkt); err != nil {
+		t.Fatal("outer: ", err)
+	}
+	inner := append(make([]byte, 14), r.pkt[14+20+8:]...)
+	if a, b, sp, dp := pktTuple(inner); a != cli || b != srv || sp != 6000 || dp != 9999 {
+		t.Fatalf("quoted %s:%d > %s:%d (nat port %d)", a, sp, b, dp, np)
+	}
+	if err := checksumsOK(inner); err != nil {
+		t.Fatal("quoted: ", err)
+	}
+	if string(inner[14:]) != string(ipPart(udp, 0)) {
+		t.Fatalf("the quoted packet is not the client's packet as it sent it:\n%x\n%x", inner[14:], ipPart(udp, 0))
+	}
+	// An error from the client's side about the reply goes out from the
+	// NAT address, quoting the reply as the server sent it.
+	reply := sfUDP(t, srv, natIP, 9999, np, 10)
+	in := s.one(reply)
+	ttl := sfICMP4(t, "10.9.9.9", srv, 11, 0, 0, ipPart(in.pkt, 0))
+	r2 := s.one(ttl)
+	if a, b, _, _ := pktTuple(r2.pkt); a != natIP || b != srv {
+		t.Fatalf("outer %s > %s, want %s > %s", a, b, natIP, srv)
+	}
+	inner2 := append(make([]byte, 14), r2.pkt[14+20+8:]...)
+	if string(inner2[14:]) != string(ipPart(reply, 0)) {
+		t.Fatal("the quoted reply is not the server's packet")
+	}
+	if err := checksumsOK(r2.pkt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNATICMPEcho(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	o1 := s.one(sfICMP4(t, cli, srv, 8, 0, 300, nil))
+	o2 := s.one(sfICMP4(t, "10.0.0.2", srv, 8, 0, 300, nil))
+	_, _, id1, _ := pktTuple(o1.pkt)
+	_, _, id2, _ := pktTuple(o2.pkt)
+	if id1 != 300 || id2 == 300 {
+		t.Fatalf("ids out %d, %d: want 300 kept once and another", id1, id2)
+	}
+	for _, c := range []struct {
+		id uint16
+		to string
+	}{{id1, cli}, {id2, "10.0.0.2"}} {
+		r := s.one(sfICMP4(t, srv, natIP, 0, 0, c.id, nil))
+		if a, b, id, _ := pktTuple(r.pkt); a != srv || b != c.to || id != 300 {
+			t.Fatalf("echo reply for id %d: %s > %s id %d", c.id, a, b, id)
+		}
+		if err := checksumsOK(r.pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNATMatchesFullRecompute translates random flows (TCP and UDP with
+// random payloads and options, ICMP queries, first and later fragments)
+// through SNAT and DNAT, both directions, and checks every checksum
+// against a full recompute of the rewritten bytes.
+func TestNATMatchesFullRecompute(t *testing.T) {
+	s := newSFRig(t, natYAML(`dnat: [{match: {dst: 198.51.100.1}, to: 10.0.0.5, port: 8080}]
+snat: [{match: {src: 10.0.0.0/8}, to: 192.0.2.1-192.0.2.4, ports: 2000-2999}]`))
+	rnd := rand.New(rand.NewPCG(1, 2))
+	checked := 0
+	for i := range 2000 {
+		c := netip.AddrFrom4([4]byte{10, 1, byte(rnd.IntN(4)), byte(1 + rnd.IntN(200))}).String()
+		dst := srv
+		if rnd.IntN(3) == 0 {
+			dst = "198.51.100.1"
+		}
+		sp, dp := uint16(1024+rnd.IntN(60000)), uint16(1+rnd.IntN(1000))
+		var pkt []byte
+		switch rnd.IntN(3) {
+		case 0:
+			pkt = sfUDP(t, c, dst, sp, dp, rnd.IntN(300))
+			if rnd.IntN(4) == 0 { // no checksum: stays none
+				pkt[14+20+6], pkt[14+20+7] = 0, 0
+			}
+		case 1:
+			pkt = sfTCP(t, tcpSpec{src: c, dst: dst, sport: sp, dport: dp, flags: "S", seq: rnd.Uint32(), payload: rnd.IntN(100), wscale: rnd.IntN(3)})
+		default:
+			pkt = sfICMP4(t, c, dst, 8, 0, uint16(rnd.IntN(65536)), make([]byte, rnd.IntN(64)))
+		}
+		o := s.one(pkt)
+		if o.reason != "tx:out" {
+			t.Fatalf("packet %d: %s", i, o.reason)
+		}
+		if err := checksumsOK(o.pkt); err != nil {
+			t.Fatalf("packet %d out: %v", i, err)
+		}
+		if string(o.pkt) == string(pkt) {
+			t.Fatalf("packet %d was not translated", i)
+		}
+		// Its reply, built from the translated packet.
+		a, b, osp, odp := pktTuple(o.pkt)
+		var rep []byte
+		switch pkt[14+9] {
+		case 17:
+			rep = sfUDP(t, b, a, odp, osp, rnd.IntN(300))
+		case 6:
+			// The SYN's payload, by its IP length (a short frame is padded).
+			n := int(binary.BigEndian.Uint16(o.pkt[14+2:])) - 20 - int(o.pkt[14+20+12]>>4)*4
+			rep = sfTCP(t, tcpSpec{src: b, dst: a, sport: odp, dport: osp, flags: "SA", seq: rnd.Uint32(), ack: binary.BigEndian.Uint32(o.pkt[14+20+4:]) + 1 + uint32(n)})
+		default:
+			rep = sfICMP4(t, b, a, 0, 0, osp, make([]byte, rnd.IntN(64)))
+		}
+		r := s.one(rep)
+		if r.reason != "tx:out" || ctClass(r.m.CT) != "established/reply" {
+			t.Fatalf("reply %d: %s %s", i, r.reason, ctClass(r.m.CT))
+		}
+		if err := checksumsOK(r.pkt); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		ra, rb, _, _ := pktTuple(r.pkt)
+		if ra != dst || rb != c {
+			t.Fatalf("reply %d in as %s > %s, want %s > %s", i, ra, rb, dst, c)
+		}
+		checked++
+	}
+	// A later fragment of a translated flow gets its addresses, its IP
+	// checksum stays valid.
+	frag := sfUDP(t, "10.1.0.9", srv, 4444, 53, 100)
+	s.one(frag)
+	later := append([]byte(nil), frag...)
+	binary.BigEndian.PutUint16(later[14+6:], 100) // offset 800 bytes
+	later[14+10], later[14+11] = 0, 0
+	binary.BigEndian.PutUint16(later[14+10:], ^inetFold(inetSum(later[14:34], 0)))
+	// Without a reassemble stage a later fragment is invalid and dropped
+	// by the filter before NAT: it must not leave untranslated either.
+	if r := s.one(later); r.reason != "drop:invalid" {
+		t.Fatalf("later fragment without reassembly: %s", r.reason)
+	}
+	if checked < 2000 {
+		t.Fatal("weak test")
+	}
+}
+
+// TestNATSteeredPorts: with four workers, worker 1 allocates only ports
+// the engine steers back to it.
+func TestNATSteeredPorts(t *testing.T) {
+	g, err := Load("test.yaml", []byte(natYAML(`snat: [{match: {src: 10.0.0.0/8}, to: 192.0.2.1}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sfRig{t: t, g: g, r: g.NewRunner(RunnerOptions{Worker: 1, Workers: 4}), a: stArena(t), now: 5}
+	s.b = rings.NewBatch(rings.MaxBatch, s.a)
+	for i := range 300 {
+		o := s.one(sfUDP(t, fmt.Sprintf("10.0.%d.%d", i/200, 1+i%200), srv, uint16(5000+i), 53, 1))
+		_, _, sp, _ := pktTuple(o.pkt)
+		if sp%4 != 1 {
+			t.Fatalf("flow %d: port %d is not steered to worker 1 of 4", i, sp)
+		}
+	}
+}
+
+func TestNATBuildErrors(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`{snat: [{to: 192.0.2.1}]}`, "nat needs conntrack"},
+		{`{conntrack: ct}`, "nat needs snat or dnat"},
+		{`{conntrack: ct, snat: [{to: 2001:db8::1}]}`, "IPv4 only"},
+		{`{conntrack: ct, snat: [{to: 192.0.2.9-192.0.2.1}]}`, "low end"},
+		{`{conntrack: ct, snat: [{to: 192.0.2.1, ports: 0-10}]}`, "port 0"},
+		{`{conntrack: ct, snat: [{to: 192.0.2.1, port: 10}]}`, "port is not a snat option"},
+		{`{conntrack: ct, dnat: [{to: [10.0.0.1, 10.0.0.2]}]}`, "want one address"},
+		{`{conntrack: ct, dnat: [{to: 10.0.0.1, port: 70000}]}`, "dnat port 70000"},
+		{`{conntrack: ct, snat: [{match: {src: nope}, to: 192.0.2.1}]}`, `src "nope"`},
+		{`{conntrack: ct, snat: [{match: {proto: bogus}, to: 192.0.2.1}]}`, `proto "bogus"`},
+		{`{conntrack: ct, snat: [{to: 192.0.0.0-192.1.0.0}]}`, "65536"},
+		{`{conntrack: ct, snat: [{match: {bogus: 1}, to: 192.0.2.1}]}`, "bogus"},
+	} {
+		t.Run(c.src, func(t *testing.T) { stWantBuildError(t, natKind, c.src, c.want) })
+	}
+	// The named conntrack stage must exist and be one.
+	for _, c := range []struct{ yml, want string }{
+		{"name: x\nstages:\n  - {name: parse, type: parse}\n  - {name: nat, type: nat, conntrack: ct, snat: [{to: 192.0.2.1}]}\n  - {name: out, type: tx, port: o}\n", `no stage "ct"`},
+		{"name: x\nstages:\n  - {name: parse, type: parse}\n  - {name: nat, type: nat, conntrack: parse, snat: [{to: 192.0.2.1}]}\n  - {name: out, type: tx, port: o}\n", `"parse" is a parse stage`},
+		{"name: x\nstages:\n  - {name: ct, type: conntrack}\n  - {name: n1, type: nat, conntrack: ct, snat: [{to: 192.0.2.1}]}\n  - {name: n2, type: nat, conntrack: ct, snat: [{to: 192.0.2.2}]}\n  - {name: out, type: tx, port: o}\n", `already keeps the sessions of "n1"`},
+	} {
+		if _, err := Load("x.yaml", []byte(c.yml)); err == nil || !containsStr(err.Error(), c.want) {
+			t.Fatalf("load: %v, want %q", err, c.want)
+		}
+	}
+}
+
+func containsStr(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestNATZeroAlloc: translating, new sessions included, allocates nothing.
+func TestNATZeroAlloc(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	var pkts [][]byte
+	for i := range 128 {
+		pkts = append(pkts, sfUDP(t, cli, srv, uint16(3000+i), 53, 8))
+	}
+	b := stFillBatch(t, s.a, pkts)
+	orig := make([][]byte, len(pkts))
+	for i := range pkts {
+		orig[i] = append([]byte(nil), b.Packet(i)...)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range orig {
+			copy(b.Packet(i), orig[i])
+			b.Meta[i].Time += 60_000 // the flows expire: new sessions every run
+		}
+		s.r.Process(b)
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per batch", allocs)
+	}
+}
+
+// TestSteeringKeepsFlowsTogether runs a NAT pipeline on four runners as
+// the engine steers: every packet goes to the worker Steering.Worker
+// names. Replies (translated by the server's view), ICMP errors quoting
+// translated packets, and fragments reach the worker that holds their
+// session, and are translated back.
+func TestSteeringKeepsFlowsTogether(t *testing.T) {
+	g, err := Load("test.yaml", []byte(natYAML(`dnat: [{match: {dst: 198.51.100.1}, to: 10.0.0.5, port: 8080}]
+snat: [{match: {src: 10.0.0.0/8}, to: [192.0.2.1, 192.0.2.2]}]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Steering()
+	if st == nil {
+		t.Fatal("no steering for a stateful graph")
+	}
+	const n = 4
+	a := stArena(t)
+	rigs := make([]*sfRig, n)
+	for w := range rigs {
+		rigs[w] = &sfRig{t: t, g: g, r: g.NewRunner(RunnerOptions{Worker: w, Workers: n}), a: a, now: 7}
+		rigs[w].b = rings.NewBatch(rings.MaxBatch, a)
+	}
+	send := func(p []byte) (sfOut, int) {
+		w := st.Worker(p, n)
+		return rigs[w].one(p), w
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	spread := map[int]int{}
+	for i := range 400 {
+		c := netip.AddrFrom4([4]byte{10, 2, byte(rnd.IntN(8)), byte(1 + rnd.IntN(250))}).String()
+		dst := srv
+		if i%3 == 0 {
+			dst = "198.51.100.1"
+		}
+		sp := uint16(1024 + rnd.IntN(60000))
+		o, w := send(sfUDP(t, c, dst, sp, 53, 40))
+		spread[w]++
+		if o.reason != "tx:out" {
+			t.Fatalf("flow %d: %s", i, o.reason)
+		}
+		ta, tb, tsp, tdp := pktTuple(o.pkt)
+		r, w2 := send(sfUDP(t, tb, ta, tdp, tsp, 40))
+		if w2 != w || ctClass(r.m.CT) != "established/reply" {
+			t.Fatalf("flow %d: reply on worker %d (flow on %d), class %s", i, w2, w, ctClass(r.m.CT))
+		}
+		if ra, rb, _, rdp := pktTuple(r.pkt); ra != dst || rb != c || rdp != sp {
+			t.Fatalf("flow %d: reply in as %s > %s:%d", i, ra, rb, rdp)
+		}
+		e, w3 := send(sfICMP4(t, tb, ta, 3, 3, 0, ipPart(o.pkt, 0)))
+		if w3 != w || ctClass(e.m.CT) != "related/reply" {
+			t.Fatalf("flow %d: ICMP error on worker %d (flow on %d), class %s", i, w3, w, ctClass(e.m.CT))
+		}
+	}
+	for w := range n {
+		if spread[w] < 40 {
+			t.Fatalf("flows per worker %v: steering does not spread", spread)
+		}
+	}
+	// Every fragment of a datagram (original direction) meets its first.
+	d := sfUDP(t, "10.3.0.1", srv, 999, 53, 300)
+	w0 := st.Worker(d, n)
+	for k, f := range fragV4(t, d, 104, 104) {
+		if w := st.Worker(f, n); w != w0 {
+			t.Fatalf("fragment %d steered to %d, datagram to %d", k, w, w0)
+		}
+	}
+}

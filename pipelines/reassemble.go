@@ -1,0 +1,671 @@
+package pipelines
+
+import (
+	"encoding/binary"
+
+	"github.com/warpflow/warpflow/counters"
+	"github.com/warpflow/warpflow/rings"
+)
+
+// reassembleKind is the built-in "reassemble" stage: IPv4 and IPv6
+// fragment reassembly, in one of two modes.
+//
+//	type: reassemble
+//	mode: shallow          # shallow (virtual) or full
+//	max_datagrams: 4096    # datagrams in reassembly at once, per worker
+//	max_fragments: 64      # per datagram (2..255)
+//	max_bytes: 9216        # full mode: the largest datagram (IP payload)
+//	timeout: 30            # seconds a datagram may take (Linux ipfrag_time)
+//
+// Shallow mode is VPP's shallow virtual reassembly: fragments are
+// forwarded as they are, and each later fragment gets its datagram's
+// ports (TCP/UDP/SCTP ports; ICMP type, code and identifier as the parse
+// stage writes them) in Meta.SrcPort/DstPort with rings.FlagVirtualL4,
+// from the first fragment, so that ACL, conntrack, NAT, balance and count
+// treat every fragment of a datagram alike. A stage cannot hold a frame
+// across batches, so a later fragment that arrives before its datagram's
+// first is dropped (drop:frag_no_first); use full mode on paths that
+// reorder fragments. NAT rewrites a later fragment's addresses only.
+//
+// Full mode copies every fragment's bytes into a per-datagram buffer and
+// drops the fragment's frame (drop:frag_merged counts them: not lost,
+// merged), and the fragment that completes the datagram carries the
+// whole datagram on, rewritten in its frame: the first fragment's link
+// and IP headers (IPv4: offset and MF cleared, length and checksum set;
+// IPv6: the fragment header removed), then the payload, in order however
+// the fragments arrived. Its metadata is parsed again (without tunnel
+// decoding). A datagram that does not fit its frame or max_bytes goes to
+// drop:frag_too_big.
+//
+// Both modes track each datagram (by addresses, protocol and
+// identification) with its fragments' byte ranges, bounded by
+// max_datagrams, max_fragments and timeout, and drop, with the whole
+// datagram's later fragments (RFC 5722), on:
+//
+//   - overlap: a fragment overlapping one already seen (RFC 5722 for
+//     IPv6; Linux drops overlapping IPv4 datagrams too since
+//     FragmentSmack): drop:frag_overlap (an exact duplicate of a
+//     fragment is dropped alone, the datagram kept, as Linux does);
+//   - inconsistency: a non-last fragment whose payload is not a multiple
+//     of 8, a fragment past the datagram's end, two different ends, or a
+//     datagram over 65535 bytes: drop:frag_inconsistent;
+//   - more than max_fragments fragments: drop:frag_too_many;
+//   - a first fragment that does not hold the whole L4 header (RFC 1858,
+//     RFC 7112 for IPv6) or an IPv4 fragment at offset 8 (the TCP flags
+//     overwrite of RFC 1858): drop:frag_tiny.
+//
+// A datagram whose first fragment came more than timeout ago is
+// forgotten (its later fragments are then fragments with no first). A
+// full table evicts the datagram nearest to its timeout among the 8 at
+// the sweep hand. Non-fragments pass untouched.
+//
+// Edges: 0 next, then drop:frag_overlap, drop:frag_inconsistent,
+// drop:frag_too_many, drop:frag_tiny, drop:frag_no_first,
+// drop:frag_too_big, drop:frag_merged.
+//
+// Counters: fragments, datagrams (completed), virtual (later fragments
+// given ports), evictions, expiries, and one per drop reason.
+var reassembleKind = Kind{Name: "reassemble", Build: buildReassemble, Counters: raDecls[:]}
+
+// raDecls are the reassemble stage's families: its drops by reason (the
+// drop edges' counters), then the rest, in counter index order.
+var raDecls = [...]counters.Decl{
+	{Name: "dropped", Unit: "packets", Bytes: true, Label: "reason", Help: "Fragments a reassemble stage dropped, by reason (its drop edges)."},
+	{Name: "fragments", Unit: "packets", Bytes: true, Help: "Fragments that reached a reassemble stage."},
+	{Name: "datagrams", Unit: "packets", Bytes: true, Help: "Datagrams a reassemble stage completed."},
+	{Name: "virtual", Unit: "packets", Bytes: true, Help: "Later fragments a reassemble stage gave their datagram's ports (virtual reassembly)."},
+	{Name: "evictions", Help: "Datagrams a full reassembly table evicted to make room."},
+	{Name: "expiries", Help: "Datagrams a reassemble stage forgot at their timeout."},
+}
+
+// raLayout is every reassemble stage's counter layout: the drops keyed by
+// raReasons (but next's, edge 0), then one counter each.
+var raLayout = func() *counters.Layout {
+	fams := []counters.Family{counters.Keyed(raDecls[0], raReasons[1:])}
+	for _, d := range raDecls[1:] {
+		fams = append(fams, counters.Single(d))
+	}
+	return counters.NewLayout(fams...)
+}()
+
+type reassembleOptions struct {
+	Mode         string `yaml:"mode"`
+	MaxDatagrams *int   `yaml:"max_datagrams"`
+	MaxFragments *int   `yaml:"max_fragments"`
+	MaxBytes     *int   `yaml:"max_bytes"`
+	Timeout      *int   `yaml:"timeout"`
+}
+
+// Edges.
+const (
+	raNext Edge = iota
+	raOverlap
+	raInconsistent
+	raTooMany
+	raTiny
+	raNoFirst
+	raTooBig
+	raMerged
+	raEdges
+)
+
+var raReasons = [raEdges]string{"", "frag_overlap", "frag_inconsistent", "frag_too_many", "frag_tiny", "frag_no_first", "frag_too_big", "frag_merged"}
+
+// raHdrMax bounds the headers (link and IP, IPv6 extension headers before
+// the fragment header included) a full-mode datagram keeps.
+const raHdrMax = 256
+
+type reassembleTemplate struct {
+	full     bool
+	maxDg    int
+	maxFrag  int
+	maxBytes int
+	timeout  uint32 // ms
+	edges    []Target
+}
+
+func buildReassemble(c *BuildContext) Template {
+	var o reassembleOptions
+	if !c.Decode(&o) {
+		return nil
+	}
+	t := &reassembleTemplate{maxDg: 4096, maxFrag: 64, maxBytes: 9216, timeout: 30_000}
+	ok := true
+	switch o.Mode {
+	case "", "shallow":
+	case "full":
+		t.full = true
+		t.maxDg = 1024
+	default:
+		c.Errorf(c.Option("mode"), "mode %q: want shallow or full", o.Mode)
+		ok = false
+	}
+	intOpt := func(v *int, key string, lo, hi int, dst *int) {
+		if v == nil {
+			return
+		}
+		if *v < lo || *v > hi {
+			c.Errorf(c.Option(key), "%s %d: want %d to %d", key, *v, lo, hi)
+			ok = false
+			return
+		}
+		*dst = *v
+	}
+	intOpt(o.MaxDatagrams, "max_datagrams", 1, 1<<20, &t.maxDg)
+	intOpt(o.MaxFragments, "max_fragments", 2, 255, &t.maxFrag)
+	intOpt(o.MaxBytes, "max_bytes", 576, 65535, &t.maxBytes)
+	var secs int
+	intOpt(o.Timeout, "timeout", 1, 3600, &secs)
+	if secs > 0 {
+		t.timeout = uint32(secs) * 1000
+	}
+	if o.MaxBytes != nil && !t.full {
+		c.Errorf(c.Option("max_bytes"), "max_bytes applies to mode: full only")
+		ok = false
+	}
+	next, hasNext := c.Next()
+	if !ok || !hasNext {
+		return nil
+	}
+	t.edges = []Target{next}
+	for _, r := range raReasons[1:] {
+		t.edges = append(t.edges, Target{Drop: r, Pos: c.Pos(nil)})
+	}
+	return t
+}
+
+func (t *reassembleTemplate) Edges() []Target { return t.edges }
+
+// Counters implements CountedTemplate.
+func (t *reassembleTemplate) Counters() *counters.Layout { return raLayout }
+func (t *reassembleTemplate) stateful() bool  { return true }
+
+func (t *reassembleTemplate) NewInstance() Stage {
+	return &raStage{t: t, live: newLiveTable(raNumCounters)}
+}
+
+// Counter indices: the drop edges' own, then these.
+const (
+	racFragments = int(raEdges) + iota
+	racDatagrams
+	racVirtual
+	racEvictions
+	racExpiries
+	raNumCounters
+)
+
+
+// raKey identifies a datagram.
+type raKey struct {
+	src, dst [16]byte
+	id       uint32
+	proto    uint8
+	v6       bool
+}
+
+func (k *raKey) hash() uint32 {
+	h := uint64(ctSeed) ^ uint64(k.id)<<8 ^ uint64(k.proto)
+	h = balanceMix(h, binary.LittleEndian.Uint64(k.src[0:8]))
+	h = balanceMix(h, binary.LittleEndian.Uint64(k.dst[0:8]))
+	if k.v6 {
+		h = balanceMix(h, binary.LittleEndian.Uint64(k.src[8:16]))
+		h = balanceMix(h, binary.LittleEndian.Uint64(k.dst[8:16]))
+	}
+	return balanceFinal(h)
+}
+
+// raRec is one datagram in reassembly.
+type raRec struct {
+	key     raKey
+	expires uint32
+	total   uint32 // payload length, known from the last fragment (haveLast)
+	got     uint32 // payload bytes received
+	sport   uint16 // the first fragment's ports (Meta's values)
+	dport   uint16
+	hdrLen  uint16 // full mode: the kept headers' length
+	l3Off   uint16 // full mode: where the IP header starts in them
+	nhOff   uint16 // full mode, IPv6: the byte that names the fragment header
+	nfrag   uint8
+	flags   uint8 // raF*
+	poison  Edge  // the drop edge of a poisoned datagram's later fragments
+	nextHdr uint8 // IPv6: the fragment header's next header
+}
+
+const (
+	raFUsed = 1 << iota
+	raFFirst
+	raFLast
+	raFPoisoned
+)
+
+// raStage is one worker's reassembly state.
+type raStage struct {
+	t      *reassembleTemplate
+	recs   []raRec
+	ranges []uint32 // per record, maxFrag ranges: lo<<16 | end-1
+	buf    []byte   // full mode: per record raHdrMax + maxBytes
+	idx    []uint64 // hash<<32 | rec+1; 0 empty (open addressing, 2 per record)
+	slots  uint64
+	free   []uint32
+	hand   int
+	now    uint32
+	nowSet bool
+	c      [raNumCounters]uint64
+	bytes  [raNumCounters]uint64
+	live   liveTable
+}
+
+// TakeState implements StateCarrier: datagrams in reassembly are not
+// carried (they are milliseconds long); a swap starts empty and says so.
+func (s *raStage) TakeState([]Stage, func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, bool) bool {
+	return false
+}
+
+func (s *raStage) setup() {
+	t := s.t
+	s.recs = make([]raRec, t.maxDg)
+	s.ranges = make([]uint32, t.maxDg*t.maxFrag)
+	if t.full {
+		s.buf = make([]byte, t.maxDg*(raHdrMax+t.maxBytes))
+	}
+	s.idx = make([]uint64, 2*t.maxDg+1)
+	s.slots = uint64(len(s.idx))
+	s.free = make([]uint32, t.maxDg)
+	for i := range s.free {
+		s.free[i] = uint32(t.maxDg - 1 - i)
+	}
+}
+
+func (s *raStage) KeepsLength() bool { return !s.t.full }
+
+func (s *raStage) count(k int, n uint32) {
+	s.c[k]++
+	s.bytes[k] += uint64(n)
+	s.live.mark(k)
+}
+
+// Process handles the vector's fragments.
+func (s *raStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	if s.recs == nil {
+		s.setup()
+	}
+	for k, i := range idx {
+		m := &b.Meta[i]
+		if m.Flags&rings.FlagFragment == 0 {
+			next[k] = raNext
+			continue
+		}
+		if !s.nowSet || int32(m.Time-s.now) > 0 {
+			s.now, s.nowSet = m.Time, true
+		}
+		e := s.fragment(b, int(i), m)
+		if e != raNext {
+			s.count(int(e), b.Descs[i].Len)
+		}
+		next[k] = e
+	}
+}
+
+// raFrag is what one fragment says about its datagram.
+type raFrag struct {
+	key        raKey
+	off, end   uint32 // payload byte range
+	more       bool
+	payload    int // offset of the fragment's payload in the packet
+	hdrEnd     int // IPv6: the fragment header's offset (end of the unfragmentable part)
+	nhOff      int // IPv6: the byte that names the fragment header
+	nextHeader uint8
+}
+
+// readFrag reads packet p's fragment fields (m says it is one). ok is
+// false for a packet whose IP header the parse stage could not read.
+func readFrag(p []byte, m *rings.Meta, f *raFrag) bool {
+	l3 := int(m.L3Off)
+	f.key.src, f.key.dst = m.SrcIP, m.DstIP
+	if m.Flags&rings.FlagIPv4 != 0 {
+		if l3+ipv4MinHdr > len(p) {
+			return false
+		}
+		ihl := int(p[l3]&0x0f) * 4
+		tot := int(binary.BigEndian.Uint16(p[l3+2:]))
+		fo := binary.BigEndian.Uint16(p[l3+6:])
+		if ihl < ipv4MinHdr || tot < ihl || l3+tot > len(p) {
+			return false
+		}
+		clear(f.key.src[4:])
+		clear(f.key.dst[4:])
+		f.key.v6 = false
+		f.key.id = uint32(binary.BigEndian.Uint16(p[l3+4:]))
+		f.key.proto = p[l3+9]
+		f.off = uint32(fo&0x1fff) * 8
+		f.end = f.off + uint32(tot-ihl)
+		f.more = fo&0x2000 != 0
+		f.payload = l3 + ihl
+		return true
+	}
+	// IPv6: find the fragment header.
+	if l3+ipv6HdrLen > len(p) {
+		return false
+	}
+	end := l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:]))
+	if end > len(p) {
+		return false
+	}
+	o, nh, nhOff := l3+ipv6HdrLen, p[l3+6], l3+6
+	for range maxIPv6Ext + 1 {
+		switch nh {
+		case protoHopByHop, protoRouting, protoDstOpts:
+			if o+8 > end {
+				return false
+			}
+			hl := (int(p[o+1]) + 1) * 8
+			nh, nhOff, o = p[o], o, o+hl
+			continue
+		case protoFragment:
+			if o+8 > end {
+				return false
+			}
+			fo := binary.BigEndian.Uint16(p[o+2:])
+			f.key.v6 = true
+			f.key.id = binary.BigEndian.Uint32(p[o+4:])
+			f.key.proto = p[o]
+			f.nextHeader = p[o]
+			f.off = uint32(fo>>3) * 8
+			f.end = f.off + uint32(end-(o+8))
+			f.more = fo&1 != 0
+			f.payload = o + 8
+			f.hdrEnd = o
+			f.nhOff = nhOff
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// lookup finds the record of key k, or returns -1.
+func (s *raStage) lookup(k *raKey, h uint32) int {
+	i := (uint64(h) * s.slots) >> 32
+	for {
+		v := s.idx[i]
+		if v == 0 {
+			return -1
+		}
+		if uint32(v>>32) == h {
+			if r := int(uint32(v) - 1); s.recs[r].key == *k {
+				return r
+			}
+		}
+		if i++; i == s.slots {
+			i = 0
+		}
+	}
+}
+
+func (s *raStage) insert(r int, h uint32) {
+	i := (uint64(h) * s.slots) >> 32
+	for s.idx[i] != 0 {
+		if i++; i == s.slots {
+			i = 0
+		}
+	}
+	s.idx[i] = uint64(h)<<32 | uint64(r+1)
+}
+
+// release forgets record r (backward-shift deletion from the index).
+func (s *raStage) release(r int) {
+	rec := &s.recs[r]
+	h := rec.key.hash()
+	want := uint64(h)<<32 | uint64(r+1)
+	i := (uint64(h) * s.slots) >> 32
+	for s.idx[i] != want {
+		if s.idx[i] == 0 {
+			break
+		}
+		if i++; i == s.slots {
+			i = 0
+		}
+	}
+	if s.idx[i] == want {
+		j := i
+		for {
+			if j++; j == s.slots {
+				j = 0
+			}
+			v := s.idx[j]
+			if v == 0 {
+				break
+			}
+			home := (uint64(uint32(v>>32)) * s.slots) >> 32
+			var stays bool
+			if i <= j {
+				stays = i < home && home <= j
+			} else {
+				stays = i < home || home <= j
+			}
+			if stays {
+				continue
+			}
+			s.idx[i] = v
+			i = j
+		}
+		s.idx[i] = 0
+	}
+	*rec = raRec{}
+	s.free = append(s.free, uint32(r))
+}
+
+// take returns a fresh record for k, evicting one when the table is full.
+func (s *raStage) take(k *raKey, h uint32) int {
+	if len(s.free) == 0 {
+		best, bestLeft := -1, int32(0)
+		for range min(8, len(s.recs)) {
+			r := s.hand
+			if s.hand++; s.hand == len(s.recs) {
+				s.hand = 0
+			}
+			if left := int32(s.recs[r].expires - s.now); best < 0 || left < bestLeft {
+				best, bestLeft = r, left
+			}
+		}
+		if bestLeft <= 0 {
+			s.c[racExpiries]++
+			s.live.mark(racExpiries)
+		} else {
+			s.c[racEvictions]++
+			s.live.mark(racEvictions)
+		}
+		s.release(best)
+	}
+	r := int(s.free[len(s.free)-1])
+	s.free = s.free[:len(s.free)-1]
+	s.recs[r] = raRec{key: *k, flags: raFUsed, expires: s.now + s.t.timeout}
+	s.insert(r, h)
+	return r
+}
+
+// poison marks record r bad: its later fragments go to edge e.
+func (s *raStage) poison(r int, e Edge) Edge {
+	rec := &s.recs[r]
+	rec.flags |= raFPoisoned
+	rec.poison = e
+	return e
+}
+
+// fragment handles one fragment.
+func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
+	p := b.Packet(i)
+	s.count(racFragments, uint32(len(p)))
+	var f raFrag
+	if !readFrag(p, m, &f) {
+		return raInconsistent
+	}
+	h := f.key.hash()
+	r := s.lookup(&f.key, h)
+	if r >= 0 && int32(s.now-s.recs[r].expires) >= 0 {
+		s.c[racExpiries]++
+		s.live.mark(racExpiries)
+		s.release(r)
+		r = -1
+	}
+	first := f.off == 0
+	if !f.key.v6 && f.off == 8 && f.key.proto == 6 {
+		// RFC 1858: a TCP fragment at offset 8 could rewrite the flags.
+		if r >= 0 {
+			return s.poison(r, raTiny)
+		}
+		return raTiny
+	}
+	if r < 0 {
+		if !first && !s.t.full {
+			return raNoFirst
+		}
+		r = s.take(&f.key, h)
+	}
+	rec := &s.recs[r]
+	if rec.flags&raFPoisoned != 0 {
+		return rec.poison
+	}
+	// Tiny fragments (RFC 1858, RFC 7112): a first fragment must hold its
+	// whole L4 header; an IPv4 fragment at offset 8 could rewrite TCP's
+	// flags.
+	if first && m.Flags&rings.FlagL4 == 0 && l4HasHeader(f.key.proto) {
+		return s.poison(r, raTiny)
+	}
+	switch {
+	case f.end > 65535, f.end <= f.off && f.more,
+		f.more && (f.end-f.off)%8 != 0,
+		rec.flags&raFLast != 0 && (f.end > rec.total || !f.more && f.end != rec.total):
+		return s.poison(r, raInconsistent)
+	}
+	if !f.more && rec.got > 0 {
+		// The end must lie past every byte seen so far.
+		for _, rg := range s.ranges[r*s.t.maxFrag : r*s.t.maxFrag+int(rec.nfrag)] {
+			if rg&0xffff >= f.end {
+				return s.poison(r, raInconsistent)
+			}
+		}
+	}
+	if int(rec.nfrag) >= s.t.maxFrag {
+		return s.poison(r, raTooMany)
+	}
+	rs := s.ranges[r*s.t.maxFrag : r*s.t.maxFrag+int(rec.nfrag)]
+	for _, rg := range rs {
+		lo, last := rg>>16, rg&0xffff
+		if f.off == lo && f.end == last+1 {
+			return raOverlap // an exact duplicate: dropped alone (Linux's IPFRAG_DUP)
+		}
+		if f.off <= last && f.end > lo && f.end > f.off {
+			return s.poison(r, raOverlap)
+		}
+	}
+	if f.end > f.off {
+		s.ranges[r*s.t.maxFrag+int(rec.nfrag)] = f.off<<16 | (f.end - 1)
+		rec.nfrag++
+		rec.got += f.end - f.off
+	}
+	if !f.more {
+		rec.flags |= raFLast
+		rec.total = f.end
+	}
+	if first {
+		rec.flags |= raFFirst
+		rec.sport, rec.dport = m.SrcPort, m.DstPort
+	}
+	if s.t.full {
+		return s.merge(b, i, m, p, &f, r)
+	}
+	// Shallow: ports for later fragments; forget a complete datagram.
+	if !first {
+		if rec.flags&raFFirst == 0 {
+			return raNoFirst
+		}
+		m.SrcPort, m.DstPort = rec.sport, rec.dport
+		m.Flags |= rings.FlagVirtualL4
+		s.count(racVirtual, uint32(len(p)))
+	}
+	if rec.flags&raFLast != 0 && rec.got == rec.total {
+		s.count(racDatagrams, 0)
+		s.release(r)
+	}
+	return raNext
+}
+
+// l4HasHeader reports whether protocol p's first fragment must carry an
+// L4 header the parse stage reads (TCP, UDP, SCTP, ICMP, ICMPv6).
+func l4HasHeader(p uint8) bool {
+	switch p {
+	case 6, 17, 132, 1, 58:
+		return true
+	}
+	return false
+}
+
+// merge copies fragment i into record r's buffer and, when the datagram
+// is complete, writes it whole into fragment i's frame.
+func (s *raStage) merge(b *rings.Batch, i int, m *rings.Meta, p []byte, f *raFrag, r int) Edge {
+	t := s.t
+	rec := &s.recs[r]
+	stride := raHdrMax + t.maxBytes
+	buf := s.buf[r*stride : (r+1)*stride]
+	if int(f.end) > t.maxBytes {
+		return s.poison(r, raTooBig)
+	}
+	copy(buf[raHdrMax+int(f.off):], p[f.payload:f.payload+int(f.end-f.off)])
+	if f.off == 0 {
+		hdr := f.payload
+		if f.key.v6 {
+			hdr = f.hdrEnd // without the fragment header
+		}
+		if hdr > raHdrMax {
+			return s.poison(r, raTooBig)
+		}
+		copy(buf, p[:hdr])
+		rec.hdrLen, rec.l3Off = uint16(hdr), m.L3Off
+		rec.nhOff, rec.nextHdr = uint16(f.nhOff), f.nextHeader
+	}
+	if rec.flags&raFLast == 0 || rec.got != rec.total || rec.flags&raFFirst == 0 {
+		return raMerged
+	}
+	// Complete: headers then payload into this fragment's frame.
+	hl, l3 := int(rec.hdrLen), int(rec.l3Off)
+	n := hl + int(rec.total)
+	if n > cap(p) {
+		return s.poison(r, raTooBig)
+	}
+	out := p[:n]
+	copy(out[hl:], buf[raHdrMax:raHdrMax+int(rec.total)])
+	copy(out[:hl], buf[:hl])
+	be := binary.BigEndian
+	if !rec.key.v6 {
+		ihl := hl - l3
+		be.PutUint16(out[l3+2:], uint16(ihl+int(rec.total)))
+		be.PutUint16(out[l3+6:], be.Uint16(out[l3+6:])&0x4000) // keep DF, clear MF and offset
+		be.PutUint16(out[l3+10:], 0)
+		be.PutUint16(out[l3+10:], ^inetFold(inetSum(out[l3:l3+ihl], 0)))
+	} else {
+		out[rec.nhOff] = rec.nextHdr
+		be.PutUint16(out[l3+4:], uint16(n-l3-ipv6HdrLen))
+	}
+	b.Descs[i].Len = uint32(n)
+	resetParsed(m)
+	m.Class = decodeEthernet(out, m, false)
+	s.count(racDatagrams, uint32(n))
+	s.release(r)
+	return raNext
+}
+
+// Report implements Reporter: the counters from index 1 on (index 0,
+// next's edge, counts nothing) are in the layout's order.
+func (s *raStage) Report(dst []counters.Value) { addPairs(dst, s.c[1:], s.bytes[1:]) }
+
+// PublishCounters implements LiveReporter.
+func (s *raStage) PublishCounters() { s.live.publishPairs(s.c[:], s.bytes[:]) }
+
+// LiveReport implements LiveReporter.
+func (s *raStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 1) }
+
+var (
+	_ LiveReporter = (*raStage)(nil)
+	_ StateCarrier = (*raStage)(nil)
+)
