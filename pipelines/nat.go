@@ -381,7 +381,6 @@ const (
 	natNumCounters
 )
 
-
 // natStage is one worker's NAT: the shared rules, and the worker's
 // conntrack instance, whose entries hold the sessions.
 type natStage struct {

@@ -178,7 +178,7 @@ func (t *reassembleTemplate) Edges() []Target { return t.edges }
 
 // Counters implements CountedTemplate.
 func (t *reassembleTemplate) Counters() *counters.Layout { return raLayout }
-func (t *reassembleTemplate) stateful() bool  { return true }
+func (t *reassembleTemplate) stateful() bool             { return true }
 
 func (t *reassembleTemplate) NewInstance() Stage {
 	return &raStage{t: t, live: newLiveTable(raNumCounters)}
@@ -193,7 +193,6 @@ const (
 	racExpiries
 	raNumCounters
 )
-
 
 // raKey identifies a datagram.
 type raKey struct {
