@@ -56,28 +56,9 @@ func balanced(c *Counts) bool {
 // queueStats is one queue's engine snapshot with the kernel's counters
 // for the queue beside it.
 func (d *Daemon) queueStats(qq *queue) QueueStats {
-	es := qq.eng.Stats()
 	rx := qq.q.RX()
-	qs := QueueStats{
-		Queue: rx.Name(),
-		Bind:  rx.Socket().Bound().String(),
-		Counts: Counts{
-			Received: es.Received, ReceivedBytes: es.ReceivedBytes, EngineReceived: es.Received,
-			Transmitted: es.Transmitted, Dropped: es.Dropped, Passed: es.Passed,
-			Batches: es.Batches, BatchFill: es.BatchFill(),
-		},
-		Stages:   stageStats(es.Stages),
-		Executor: executorStats(es.Executor),
-	}
-	for _, dc := range es.Drops {
-		qs.Drops = append(qs.Drops, control.DropCount{Reason: dc.Reason, Packets: dc.Packets, Bytes: dc.Bytes})
-	}
-	for _, pc := range es.Ports {
-		qs.Ports = append(qs.Ports, control.PortCount{Port: pc.Port, Packets: pc.Packets, Bytes: pc.Bytes})
-	}
-	if es.Frames != nil {
-		qs.Frames = frames(*es.Frames)
-	}
+	qs := FromEngine(rx.Name(), qq.eng.Stats())
+	qs.Bind = rx.Socket().Bound().String()
 	if prog := d.progs[qq.q.Interface()]; prog != nil {
 		qs.Attach = prog.Attached().String()
 		if c, err := prog.Counters(qq.q.Queue()); err == nil {
@@ -97,6 +78,34 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 		}
 	}
 	kernel.into(&qs.Counts)
+	qs.Balanced = balanced(&qs.Counts)
+	return qs
+}
+
+// FromEngine is queue's engine snapshot in the API's form: the one
+// conversion from dataplane.Stats to the wire types. What the kernel
+// counted for the queue (its XDP program, its sockets) the daemon adds
+// beside it (queueStats).
+func FromEngine(queue string, es dataplane.Stats) QueueStats {
+	qs := QueueStats{
+		Queue: queue,
+		Counts: Counts{
+			Received: es.Received, ReceivedBytes: es.ReceivedBytes, EngineReceived: es.Received,
+			Transmitted: es.Transmitted, Dropped: es.Dropped, Passed: es.Passed,
+			Batches: es.Batches, BatchFill: es.BatchFill(),
+		},
+		Stages:   stageStats(es.Stages),
+		Executor: executorStats(es.Executor),
+	}
+	for _, dc := range es.Drops {
+		qs.Drops = append(qs.Drops, control.DropCount{Reason: dc.Reason, Packets: dc.Packets, Bytes: dc.Bytes})
+	}
+	for _, pc := range es.Ports {
+		qs.Ports = append(qs.Ports, control.PortCount{Port: pc.Port, Packets: pc.Packets, Bytes: pc.Bytes})
+	}
+	if es.Frames != nil {
+		qs.Frames = frames(*es.Frames)
+	}
 	qs.Balanced = balanced(&qs.Counts)
 	return qs
 }
@@ -260,7 +269,8 @@ func (d *Daemon) logStats(msg string) {
 	attrs := []any{
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
 		"xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed, "balanced", t.Balanced,
-		"drops", dropsValue(t.Drops), "kernel_dropped", t.KernelDropped, "kernel_drops", dropsValue(t.KernelDrops),
+		"drops", dropsValue(t.Drops, false), "xdp_drops", dropsValue(t.Drops, true),
+		"kernel_dropped", t.KernelDropped, "kernel_drops", dropsValue(t.KernelDrops, false),
 		"xdp_redirected", t.Redirected, "xdp_no_socket", t.NoSocket, "tx_copied", t.TXCopied,
 		"batch_fill", t.BatchFill, "frames", t.Frames, "link_losses", s.LinkLosses,
 	}
@@ -273,16 +283,17 @@ func (d *Daemon) logStats(msg string) {
 	}
 }
 
-// dropsValue logs drops as reason=packets (with the kernel rules' share,
-// reason_xdp=packets), zeros left out.
-func dropsValue(list []control.DropCount) slog.Value {
+// dropsValue logs drops as reason=packets, zeros left out: the workers'
+// and the engine's, or (xdp) the kernel rules'.
+func dropsValue(list []control.DropCount, xdp bool) slog.Value {
 	var attrs []slog.Attr
 	for _, dc := range list {
-		if dc.Packets != 0 {
-			attrs = append(attrs, slog.Uint64(dc.Reason, dc.Packets))
+		n := dc.Packets
+		if xdp {
+			n = dc.XDPPackets
 		}
-		if dc.XDPPackets != 0 {
-			attrs = append(attrs, slog.Uint64(dc.Reason+"_xdp", dc.XDPPackets))
+		if n != 0 {
+			attrs = append(attrs, slog.Uint64(dc.Reason, n))
 		}
 	}
 	return slog.GroupValue(attrs...)
