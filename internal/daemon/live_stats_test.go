@@ -281,4 +281,3 @@ func walkKeys(v any, path string, fn func(path, key string)) {
 		}
 	}
 }
-
