@@ -77,6 +77,10 @@ func sfFuzzSeeds(t testing.TB) [][]byte {
 	frags := fragV4(t, big, 296, 296)
 	big6 := sfUDP(t, "2001:db8::1", "2001:db8::2", 1001, 2001, 1000)
 	frags6 := fragV6(t, big6, 9, 296, 296)
+	// A packet to itself: its flow's two tuples coincide (CI found a
+	// generic-protocol one).
+	self := sfUDP(t, c, c, 7, 7, 20)
+	self6 := sfUDP(t, "2001:db8::1", "2001:db8::1", 9, 9, 20)
 
 	rec := func(pkts ...[]byte) []byte {
 		var out []byte
@@ -92,6 +96,7 @@ func sfFuzzSeeds(t testing.TB) [][]byte {
 		rec(v6, v6r, udp),
 		append(rec(frags[2], frags[0], frags[1]), rec(frags6...)...),
 		append(sfFuzzEncode(true, 31, syn), sfFuzzEncode(true, 31, synack)...),
+		rec(self, self6, self),
 	}
 }
 
@@ -198,12 +203,20 @@ func sfFuzzCheckTable(t *testing.T, tab *ctTable) {
 		if en.status&ctStTentative != 0 {
 			t.Fatalf("entry %d still tentative after the batch", e)
 		}
+		// An entry's two tuples can coincide: an ICMP query's, and any
+		// flow from an address and port to the same address and port (a
+		// packet to itself). A plain lookup of such a tuple finds one
+		// direction; ask for each direction then.
+		var t0, t1 ctTuple
+		tab.tupleOf(en, 0, &t0)
+		tab.tupleOf(en, 1, &t1)
+		same := t0 == t1
 		for dir := uint8(0); dir < 2; dir++ {
 			var k ctTuple
 			tab.tupleOf(en, dir, &k)
 			want := int8(-1)
-			if k.proto == 1 || k.proto == 58 {
-				want = int8(dir) // a query's two tuples can coincide
+			if k.proto == 1 || k.proto == 58 || same {
+				want = int8(dir)
 			}
 			got, gdir, ok := tab.lookup(&k, k.hash(), want)
 			if !ok || got != uint32(e) || gdir != dir {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -183,10 +185,67 @@ func checkNoXDP(iface string, ifindex int) error {
 		return nil // the attach itself will tell
 	}
 	if x := l.Attrs().Xdp; x != nil && x.Attached {
-		return busy{fmt.Errorf("an XDP program (id %d) is already attached, by another program or daemon: "+
-			"stop its owner or detach it (ip link set dev %s xdp off) first", x.ProgId, iface)}
+		return busy{fmt.Errorf("an XDP program (id %d%s) is already attached, by another program or daemon: "+
+			"stop its owner or detach it (%s) first", x.ProgId, progName(x.ProgId), detachCommand(iface, x.AttachMode))}
 	}
 	return nil
+}
+
+// progName is ", NAME" for the program of that id, or "" when it cannot
+// be read: the name tells a leftover (a lab's wf_lab_drop, a tool's
+// program) from another daemon's.
+func progName(id uint32) string {
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return ""
+	}
+	defer p.Close()
+	if info, err := p.Info(); err == nil && info.Name != "" {
+		return ", " + info.Name
+	}
+	return ""
+}
+
+// detachCommand is the ip(8) command that detaches the program attached
+// to iface in mode (an IFLA_XDP_ATTACHED value; 0: unknown, taken as
+// native), run from where the user is: the interface lives in this
+// thread's network namespace, so when that is a named one (warpflowd
+// started with nsenter --net=/run/netns/NAME, or ip netns exec) the
+// command says -n NAME; run from the host's namespace without it, it
+// fails with "Cannot find device".
+func detachCommand(iface string, mode uint32) string {
+	kw := "xdp" // native where the driver has it, as the kernel's own default
+	switch mode {
+	case 2:
+		kw = "xdpgeneric"
+	case 3:
+		kw = "xdpoffload"
+	}
+	if ns := namedNetns(); ns != "" {
+		return fmt.Sprintf("ip -n %s link set dev %s %s off", ns, iface, kw)
+	}
+	return fmt.Sprintf("ip link set dev %s %s off", iface, kw)
+}
+
+// namedNetns is the name under /run/netns (ip-netns(8)'s) of this
+// thread's network namespace, "" when it has none (the host's, or one
+// made without a name), as `ip netns identify` finds it.
+func namedNetns() string {
+	var self unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		return ""
+	}
+	ents, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/run/netns", e.Name()), &st) == nil && st.Dev == self.Dev && st.Ino == self.Ino {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 func (p *Program) attach(m AttachMode) error {
@@ -207,7 +266,7 @@ func (p *Program) attach(m AttachMode) error {
 		}
 		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
 			return busy{fmt.Errorf("attach %s: an XDP program is already attached, by another program or daemon: "+
-				"stop its owner or detach it (ip link set dev %s xdp off) first: %w", mode, p.iface, err)}
+				"stop its owner or detach it (%s) first: %w", mode, detachCommand(p.iface, 0), err)}
 		}
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("attach %s: %w", mode, permError(err, CapNetAdmin))

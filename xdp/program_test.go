@@ -116,7 +116,7 @@ func TestProgramRefusesBusyInterface(t *testing.T) {
 	t.Cleanup(func() { netlink.LinkSetXdpFdWithFlags(l, -1, 2) })
 	for _, m := range []AttachMode{AttachAuto, AttachNative, AttachGeneric} {
 		_, err = LoadProgram(ProgramOptions{Interface: "wfbusy0", Attach: m})
-		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "wfbusy0") || !strings.Contains(err.Error(), "xdp off") {
+		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "wfbusy0") || !strings.Contains(err.Error(), "ip link set dev wfbusy0 xdpgeneric off") {
 			t.Errorf("LoadProgram %v over another program = %v, want ErrBusy naming wfbusy0 and the fix", m, err)
 		}
 	}

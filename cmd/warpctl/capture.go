@@ -24,6 +24,10 @@ refused. capture stop ends it early. A swap
 to a pipeline that has the same stage (and an edge to the same target
 stage) keeps the capture going, into the same file, with no batch missed;
 a swap to one that lacks it ends the capture, and capture status says why.
+A tap on a stage the split pipeline's kernel rules come before (the parse
+stage, the split filter, the terminal of a rule the XDP program runs) would
+miss the frames the program decides, so while it runs those rules run on
+the workers instead (no verdict changes), and they go back when it ends.
 
 ` + controlExitCodesHelp,
 	}
@@ -49,6 +53,9 @@ func printCapture(cmd *cobra.Command, o *ctlOpts, ci control.CaptureInfo) error 
 		state = "ended: " + ci.Stopped
 	}
 	fmt.Fprintf(w, "capture of %s to %s (count %d, snaplen %d): %d written, %d missed; %s\n", at, ci.File, ci.Count, ci.Snaplen, ci.Written, ci.Missed, state)
+	if ci.KernelRulesOnWorkers {
+		fmt.Fprintln(w, "  the kernel rules run on the workers while it runs, so it sees the frames the XDP program would decide")
+	}
 	return nil
 }
 

@@ -33,6 +33,7 @@ Needs root. Typical use:
   warpctl lab status                # what exists, with counters (--json)
   warpctl lab xdp-pass --drop dp0   # no dataplane yet: give dp0 a receiver that drops
   warpctl gen --netns wf-gen --iface gen0 --count 1000000
+  warpctl lab xdp-pass --remove dp0 # leave dp0 to the dataplane
   warpctl lab down                  # remove it all
 
 --prefix runs several labs side by side (namespaces PREFIX-gen and so on).`
@@ -135,7 +136,9 @@ write and off again. --queues gives every veth that many rx and tx queues.`,
 		Long: `xdp-pass attaches the lab's XDP_PASS program to IFACE (gen0, dp0, dp1 or
 sink0) in its namespace, so that frames its peer transmits by XDP_TX or
 redirect arrive (a veth without XDP or GRO drops them silently). Use it on
-dp0 to try 'warpctl gen' without a dataplane; remove it before starting one.
+dp0 to try 'warpctl gen' without a dataplane; it stays until --remove or
+'lab down', and warpflowd cannot attach beside it: remove it before
+starting one ('lab status' says when one is left on dp0 or dp1).
 With --drop the program drops every frame instead (XDP_DROP, no stack
 work): the cheapest receiver, to measure what the generator offers.`,
 		Args: cobra.ExactArgs(1),
@@ -160,6 +163,11 @@ work): the cheapest receiver, to measure what the generator offers.`,
 				return failf(codeFailed, "%v", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %s attached (native)\n", ns, args[0], name)
+			if args[0] == lab.DP0Iface || args[0] == lab.DP1Iface {
+				// It stays until removed (or lab down), and a dataplane
+				// cannot attach beside it.
+				fmt.Fprintf(cmd.OutOrStdout(), "it stays until removed: before starting warpflowd on %s, %s\n", args[0], lab.RemoveCommand(prefix, args[0]))
+			}
 			return nil
 		},
 	}

@@ -65,8 +65,10 @@ func TestLabGenCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sent 1000 frames") || !strings.Contains(errOut, "vanished") {
 		t.Errorf("gen into bare dp0: exit %d\n%s%s", code, out, errOut)
 	}
-	if out, errOut, code := run(t, "lab", "xdp-pass", "--prefix", p, "--drop", "dp0"); code != 0 {
-		t.Fatalf("xdp-pass: exit %d %s%s", code, out, errOut)
+	// The drop program stays on dp0 until removed, and says how.
+	remove := "warpctl lab xdp-pass --prefix " + p + " --remove dp0"
+	if out, errOut, code := run(t, "lab", "xdp-pass", "--prefix", p, "--drop", "dp0"); code != 0 || !strings.Contains(out, remove) {
+		t.Fatalf("xdp-pass: exit %d, want the command that removes it (%s):\n%s%s", code, remove, out, errOut)
 	}
 	for _, engine := range []string{"live", "afxdp"} {
 		out, errOut, code = run(t, "gen", "--netns", lab.GenNS(p), "--engine", engine, "--count", "5000", "--flows", "7", "--json")
@@ -79,8 +81,15 @@ func TestLabGenCommands(t *testing.T) {
 		}
 	}
 	out, _, code = run(t, "lab", "status", "--prefix", p)
-	if code != 0 || !strings.Contains(out, lab.DropProgramName) {
-		t.Errorf("status after xdp-pass --drop:\n%s", out)
+	if code != 0 || !strings.Contains(out, "the lab's "+lab.DropProgramName+" is on dp0: warpflowd cannot attach there until "+remove) {
+		t.Errorf("status after xdp-pass --drop, want the leftover named with its fix:\n%s", out)
+	}
+	if out, errOut, code := run(t, "lab", "xdp-pass", "--prefix", p, "--remove", "dp0"); code != 0 {
+		t.Fatalf("xdp-pass --remove: exit %d %s%s", code, out, errOut)
+	}
+	out, _, code = run(t, "lab", "status", "--prefix", p)
+	if code != 0 || strings.Contains(out, lab.DropProgramName) || strings.Contains(out, "cannot attach") {
+		t.Errorf("status after xdp-pass --remove:\n%s", out)
 	}
 	if out, _, code := run(t, "lab", "down", "--prefix", p); code != 0 || !strings.Contains(out, "removed") {
 		t.Errorf("lab down: exit %d %s", code, out)

@@ -29,8 +29,10 @@ stages:
 			fmt.Fprintf(&sb, "      - {proto: udp, src: 198.19.%d.0/24, dst_port: %d-%d, action: \"drop:r%d\"}\n", i%256, 2000+i%1000, 2100+i%1000, i%8)
 		case 2: // a destination prefix, any protocol
 			fmt.Fprintf(&sb, "      - {dst: 203.0.%d.%d/32, action: \"drop:r%d\"}\n", (i/256)%256, i%256, i%8)
-		case 3: // IPv6 sources
-			fmt.Fprintf(&sb, "      - {src: \"2001:db8:%x::/48\", dst_port: %d, action: \"drop:r%d\"}\n", i, 1+i%60000, i%8)
+		case 3: // IPv6 sources: a /48 each, 2001:db8:i::/48 while i fits
+			// one group (every size below 65,536 rules), the overflow carried
+			// into the second group above that, so every prefix stays valid.
+			fmt.Fprintf(&sb, "      - {src: \"2001:%x:%x::/48\", dst_port: %d, action: \"drop:r%d\"}\n", 0xdb8+i>>16, i&0xffff, 1+i%60000, i%8)
 		}
 	}
 	// The rewrite is idempotent (source NAT to one address and port, with

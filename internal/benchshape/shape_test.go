@@ -1,6 +1,8 @@
 package benchshape_test
 
 import (
+	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -36,5 +38,27 @@ func TestDefaultLoads(t *testing.T) {
 		if g.Ports()[0] != "sink" {
 			t.Fatalf("%d rules: ports %v, want [sink]", n, g.Ports())
 		}
+	}
+}
+
+// TestDefaultPrefixesValid: at the largest size the benchmarks use, every
+// address prefix the shape writes parses (a 100,000-rule shape once wrote
+// IPv6 groups of five hex digits past 65,535 rules), and the shape below
+// 65,536 rules is what it always was.
+func TestDefaultPrefixesValid(t *testing.T) {
+	src := benchshape.Default("shape", 100_000)
+	re := regexp.MustCompile(`(?:src|dst): "?([0-9a-f.:]+/[0-9]+)"?`)
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(src, -1) {
+		if _, err := netip.ParsePrefix(m[1]); err != nil {
+			t.Fatalf("prefix %q: %v", m[1], err)
+		}
+		n++
+	}
+	if n != 100_000-1 {
+		t.Fatalf("%d prefixes checked, want %d (one per rule after the class rule)", n, 100_000-1)
+	}
+	if !strings.Contains(benchshape.Default("shape", 1000), `{src: "2001:db8:3e7::/48", dst_port: 1000,`) {
+		t.Fatal("rule 999 of the 1000-rule shape changed")
 	}
 }

@@ -722,6 +722,10 @@ type CaptureInfo struct {
 	// Stopped says why a capture ended: count reached, stopped, the stage
 	// left the pipeline in a swap, a write error.
 	Stopped string `json:"stopped,omitempty"`
+	// KernelRulesOnWorkers: the split pipeline's kernel rules run on the
+	// workers while this capture runs, because the XDP program would
+	// decide frames before they reach the tap; they go back when it ends.
+	KernelRulesOnWorkers bool `json:"kernel_rules_on_workers,omitempty"`
 }
 
 // CounterRow is one counter of a set of groups, as people read it.

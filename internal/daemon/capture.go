@@ -86,6 +86,9 @@ func (d *Daemon) captureInfo() control.CaptureInfo {
 		Active: c.stopped == "", Stage: c.req.Stage, Edge: c.req.Edge, File: c.req.File,
 		Count: c.req.Count, Snaplen: c.req.Snaplen, Written: c.written, Missed: c.tap.Missed(), Stopped: c.stopped,
 	}
+	if ci.Active && d.kernelTaken() {
+		ci.KernelRulesOnWorkers = true
+	}
 	return ci
 }
 
@@ -138,6 +141,22 @@ func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, er
 			return control.CaptureInfo{}, control.Errorf(control.ErrConflict, "%v", err)
 		}
 	}
+	// A tap the kernel rules would hide frames from (pipelines.Tap.
+	// SeesKernel) gets them back: the workers run those rules while it
+	// is on. Any other tap lets a set a capture before it took come back.
+	sees := tap.SeesKernel(d.off.mode)
+	if err := d.takeKernel(sees); err != nil {
+		if sees {
+			for _, qq := range d.queues {
+				qq.eng.SetTap(nil, nil)
+			}
+			f.Close()
+			room.Remove(name)
+			return control.CaptureInfo{}, control.Errorf(control.ErrInternal,
+				"capture of stage %q: the XDP program decides some of the frames it would see, and its kernel rules could not be moved to the workers for the capture: %v", control.Clip(r.Stage), err)
+		}
+		d.log.Error("the kernel rules could not be put back into the XDP program after a capture: the workers run them", "err", err)
+	}
 	d.capMu.Lock()
 	d.capture = c
 	d.capMu.Unlock()
@@ -149,6 +168,13 @@ func (d *Daemon) captureStart(r control.CaptureRequest) (control.CaptureInfo, er
 // writeCapture drains the tap into the file until it took its count or is
 // stopped, then removes the tap and closes the file.
 func (d *Daemon) writeCapture(c *capture, f *os.File, w *pcapgo.Writer) {
+	// Last, once c.done lets a waiting captureStopLocked go on: the
+	// kernel rules back where no capture needs them.
+	defer func() {
+		d.ctlMu.Lock()
+		d.releaseKernel()
+		d.ctlMu.Unlock()
+	}()
 	defer close(c.done)
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -231,4 +257,16 @@ func (d *Daemon) captureStopLocked(reason string) {
 		close(c.stop)
 	}
 	<-c.done
+	d.releaseKernel()
+}
+
+// releaseKernel puts the kernel rules back into the XDP programs once no
+// capture needs the workers to run them (takeKernel). d.ctlMu is held.
+func (d *Daemon) releaseKernel() {
+	if d.activeCapture() != nil {
+		return // the running capture decided, at its start or at a swap
+	}
+	if err := d.takeKernel(false); err != nil {
+		d.log.Error("the kernel rules could not be put back into the XDP program after a capture: the workers run them", "err", err)
+	}
 }

@@ -321,8 +321,9 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		preps[i] = ps
 	}
 	prepared := time.Now()
-	// The kernel half: staged in every program's idle slot.
-	k, err = d.stageKernel(s.graph.Offload(d.off.mode))
+	// The kernel half: staged in every program's idle slot (an empty set
+	// while a capture that follows needs the workers to run the rules).
+	k, err = d.stageKernel(s.graph.Offload(d.off.mode), newTap != nil && newTap.SeesKernel(d.off.mode))
 	if err != nil {
 		abort()
 		return rep, control.Errorf(control.ErrRefused, "%v", err)

@@ -34,7 +34,10 @@
 // O_EXCL|O_NOFOLLOW, mode 0640), so no name reaches outside it. A
 // capture follows a swap to a pipeline that has its tap point
 // (Tap.Follow, set on the new plans before they are published) and ends,
-// with the reason, at a swap to one that has not. Transmit sockets are
+// with the reason, at a swap to one that has not. A tap the kernel rules
+// would hide frames from (pipelines.Tap.SeesKernel) has the workers run
+// those rules while it is on and gives them back to the XDP program when
+// it ends (offload.go, "Captures and the kernel half"). Transmit sockets are
 // opened at start, on every interface of the ports map and every
 // transmit-only interface; a swap opens none, and a pipeline needing one
 // a queue lacks is refused in one line. Loads, swaps, removes and

@@ -382,7 +382,10 @@ capture_dir: %s
 		return string(out), 0
 	}
 	member := strconv.Itoa(sockGID)
-	if out, code := as(otherGID, member, "capture", "start", "--stage", "acl", "--count", "5", "--file", "unit.pcap"); code != 0 {
+	// A tap on rewrite, after the filter's accept edge: a tap on acl would
+	// have the workers run the kernel rules while it is on (the kernel
+	// drops checked below would then depend on when it took its 5).
+	if out, code := as(otherGID, member, "capture", "start", "--stage", "rewrite", "--count", "5", "--file", "unit.pcap"); code != 0 {
 		t.Fatalf("capture start by a member of the socket group (supplementary): exit %d:\n%s", code, out)
 	}
 	if out, code := as(otherGID, strconv.Itoa(otherGID), "pipeline", "list"); code == 0 {

@@ -50,6 +50,10 @@ type offloadState struct {
 	// retired holds the kernel's drops by reason (and "pass" passes) of
 	// rule sets no longer held by a program, so totals survive swaps.
 	retired map[string]uint64
+	// taken says that the programs hold no rules although plan has some:
+	// a capture's tap must see the frames they decide, so the workers run
+	// them while it is on (takeKernel).
+	taken bool
 }
 
 // ifaceRules are the two rule sets one program holds: the active one and
@@ -93,6 +97,20 @@ func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipeline
 	o := &d.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	gen, err := d.loadRulesLocked(iface, prog, plan)
+	if err != nil {
+		return err
+	}
+	o.plan = plan
+	d.logSplit(iface, gen, plan)
+	return nil
+}
+
+// loadRulesLocked loads held's kernel rules into prog (nil: an empty
+// set), in force at once, and moves iface's bookkeeping to the new
+// generation (see loadKernelRules). o.mu is held.
+func (d *Daemon) loadRulesLocked(iface string, prog *xdp.Program, held *pipelines.OffloadPlan) (uint64, error) {
+	o := &d.off
 	if o.ifs == nil {
 		o.ifs, o.retired = map[string]*ifaceRules{}, map[string]uint64{}
 	}
@@ -105,18 +123,16 @@ func (d *Daemon) loadKernelRules(iface string, prog *xdp.Program, plan *pipeline
 	if ir.prevGen != 0 && ir.prevPlan != nil {
 		overwritten, _ = prog.RuleCounters(ir.prevGen)
 	}
-	gen, err := prog.LoadRules(kernelRulesOf(plan))
+	gen, err := prog.LoadRules(kernelRulesOf(held))
 	if err != nil {
-		return fmt.Errorf("load the pipeline's kernel rules into the XDP program on %s: %w", iface, err)
+		return 0, fmt.Errorf("load the pipeline's kernel rules into the XDP program on %s: %w", iface, err)
 	}
 	if overwritten != nil {
 		addRuleHits(o.retired, ir.prevPlan, overwritten)
 	}
 	ir.prevGen, ir.prevPlan = ir.gen, ir.plan
-	ir.gen, ir.plan = gen, plan
-	o.plan = plan
-	d.logSplit(iface, gen, plan)
-	return nil
+	ir.gen, ir.plan = gen, held
+	return gen, nil
 }
 
 // logSplit logs the split plan in force on iface (generation gen).
@@ -223,7 +239,10 @@ func (d *Daemon) addKernelReasons(t *Counts) []control.KernelRuleStats {
 // recorded (commitKernel), or, the swap refused, given back
 // (discardKernel). See Daemon.Swap for what a frame sees.
 type kernelSwap struct {
-	plan  *pipelines.OffloadPlan
+	plan *pipelines.OffloadPlan
+	// taken: the programs are given no rules, plan's stay with the
+	// workers, for a capture that follows the swap (takeKernel).
+	taken bool
 	flips map[string]*kernelFlip // by interface
 }
 
@@ -261,10 +280,16 @@ func (f *kernelFlip) flip() error {
 // counted, and listed in the stats until the flip), and the counters of
 // the set the staging overwrote join the retired totals, so a stats read
 // counts every kernel decision once before the flip and after it. On
-// error every program is as it was.
-func (d *Daemon) stageKernel(plan *pipelines.OffloadPlan) (*kernelSwap, error) {
-	k := &kernelSwap{plan: plan, flips: map[string]*kernelFlip{}}
-	rules := kernelRulesOf(plan)
+// error every program is as it was. With taken the programs are given an
+// empty set instead, and plan's rules run on the workers (a capture that
+// follows the swap must see the frames they decide: takeKernel).
+func (d *Daemon) stageKernel(plan *pipelines.OffloadPlan, taken bool) (*kernelSwap, error) {
+	k := &kernelSwap{plan: plan, taken: taken, flips: map[string]*kernelFlip{}}
+	held := plan
+	if taken {
+		held = nil
+	}
+	rules := kernelRulesOf(held)
 	o := &d.off
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -295,7 +320,7 @@ func (d *Daemon) stageKernel(plan *pipelines.OffloadPlan) (*kernelSwap, error) {
 			addRuleHits(o.retired, ir.prevPlan, f.overwritten)
 		}
 		ir.prevGen, ir.prevPlan = ir.gen, ir.plan
-		ir.gen, ir.plan = st.Generation(), plan
+		ir.gen, ir.plan = st.Generation(), held
 	}
 	return k, nil
 }
@@ -341,7 +366,7 @@ func (k *kernelSwap) flipRest() error {
 func (d *Daemon) commitKernel(k *kernelSwap) {
 	o := &d.off
 	o.mu.Lock()
-	o.plan = k.plan
+	o.plan, o.taken = k.plan, k.taken
 	for _, n := range slices.Sorted(maps.Keys(k.flips)) {
 		f := k.flips[n]
 		if f.staged.Discard() {
@@ -350,6 +375,10 @@ func (d *Daemon) commitKernel(k *kernelSwap) {
 			}
 			*o.ifs[n] = f.was
 			d.log.Error("the new kernel rules could not be flipped in: the old ones stay in force", "interface", n, "generation", f.was.gen)
+			continue
+		}
+		if k.taken {
+			d.log.Info("kernel rules on the workers while the capture runs", "interface", n, "generation", f.staged.Generation(), "filter", k.plan.Filter, "kernel_rules", k.plan.Moved)
 			continue
 		}
 		d.logSplit(n, f.staged.Generation(), k.plan)
@@ -381,6 +410,9 @@ func (d *Daemon) split(s *stored) *control.Split {
 	if o.plan == nil {
 		return &control.Split{Mode: o.mode.String(), InForce: true, Why: "no split in force: no XDP program holds this pipeline's kernel rules; the workers run the whole pipeline"}
 	}
+	if o.taken {
+		return &control.Split{Mode: o.mode.String(), InForce: true, Filter: o.plan.Filter, Why: takenWhy(o.plan)}
+	}
 	sp := control.SplitOf(o.plan)
 	sp.InForce = true
 	for _, n := range d.progNames() {
@@ -411,4 +443,73 @@ func (d *Daemon) progNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Captures and the kernel half. A frame a kernel rule decides is dropped
+// or passed by the XDP program before any socket sees it, so a tap on a
+// stage it would have passed on the workers (the entry parse stage, the
+// split filter, the filter's edge to that rule's terminal, the terminal:
+// pipelines.Tap.SeesKernel) would record none of those frames: on the lab
+// of the README, a capture of acl after the swap to a pipeline that drops
+// the generator's port in the kernel recorded nothing. So while such a tap
+// is on, the programs hold an empty rule set and the workers run the
+// rules: they run the whole pipeline, the kernel's prefix included, so no
+// frame's verdict changes, only where it is decided; the cost is that the
+// frames those rules drop take a UMEM frame and a worker's time again for
+// the capture's length. When the capture ends (its count, capture stop,
+// a swap it does not follow, the daemon stopping) the rules go back. A
+// swap while such a capture runs stages the new pipeline's rules, or an
+// empty set when the capture follows it to a point that sees them
+// (Daemon.Swap, stageKernel's taken).
+
+// takenWhy says where the kernel rules of plan are while they are taken.
+func takenWhy(plan *pipelines.OffloadPlan) string {
+	return fmt.Sprintf("the %d kernel rules of filter %q run on the workers while the capture runs (its tap must see the frames they decide); they go back to the XDP program when it ends", plan.Moved, plan.Filter)
+}
+
+// kernelTaken reports whether the workers run the kernel rules for a
+// capture.
+func (d *Daemon) kernelTaken() bool {
+	d.off.mu.Lock()
+	defer d.off.mu.Unlock()
+	return d.off.taken
+}
+
+// takeKernel takes the running pipeline's kernel rules out of every
+// program (want) or puts them back (!want), in force at once: either way
+// every frame gets the pipeline's verdict, so no batch boundary matters.
+// It does nothing when the programs are already so, or when the plan
+// moves nothing. On error every program is put back as it was (best
+// effort) and the error says which interface failed. d.ctlMu is held.
+func (d *Daemon) takeKernel(want bool) error {
+	o := &d.off
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.taken == want || o.plan == nil || o.plan.Moved == 0 {
+		return nil
+	}
+	held, undo := (*pipelines.OffloadPlan)(nil), o.plan
+	if !want {
+		held, undo = o.plan, nil
+	}
+	var done []string
+	for _, n := range d.progNames() {
+		gen, err := d.loadRulesLocked(n, d.progs[n], held)
+		if err != nil {
+			for _, m := range done {
+				if _, uerr := d.loadRulesLocked(m, d.progs[m], undo); uerr != nil {
+					err = errors.Join(err, uerr)
+				}
+			}
+			return err
+		}
+		done = append(done, n)
+		if want {
+			d.log.Info("kernel rules on the workers while the capture runs", "interface", n, "generation", gen, "filter", o.plan.Filter, "kernel_rules", o.plan.Moved)
+		} else {
+			d.logSplit(n, gen, o.plan)
+		}
+	}
+	o.taken = want
+	return nil
 }

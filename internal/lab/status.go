@@ -196,6 +196,9 @@ func (s State) WriteText(w io.Writer) {
 				l.Name, l.Ifindex, l.MAC, state, strings.Join(l.Addrs, ","), l.Queues, l.Threaded, xdp)
 			fmt.Fprintf(w, "           rx %d tx %d packets, rx_dropped %d tx_dropped %d\n",
 				l.RXPackets, l.TXPackets, l.RXDropped, l.TXDropped)
+			if fix := s.leftover(l); fix != "" {
+				fmt.Fprintf(w, "           %s\n", fix)
+			}
 		}
 	}
 }
@@ -223,4 +226,23 @@ func Find(prefix string) (*Topology, error) {
 		t.NAPI = NAPIThreaded.String()
 	}
 	return &t, nil
+}
+
+// leftover says, for dp0 or dp1 holding one of the lab's own programs
+// (xdp-pass, which stays until removed), that a dataplane cannot attach
+// there and the command that removes it; "" otherwise.
+func (s State) leftover(l LinkStatus) string {
+	if l.XDP == nil || (l.Name != DP0Iface && l.Name != DP1Iface) || (l.XDP.Name != PassProgramName && l.XDP.Name != DropProgramName) {
+		return ""
+	}
+	return fmt.Sprintf("the lab's %s is on %s: warpflowd cannot attach there until %s", l.XDP.Name, l.Name, RemoveCommand(s.Prefix, l.Name))
+}
+
+// RemoveCommand is the warpctl command that removes the lab's XDP_PASS or
+// XDP_DROP program from iface (xdp-pass --remove), for the lab prefix.
+func RemoveCommand(prefix, iface string) string {
+	if prefix == DefaultPrefix {
+		return "warpctl lab xdp-pass --remove " + iface
+	}
+	return fmt.Sprintf("warpctl lab xdp-pass --prefix %s --remove %s", prefix, iface)
 }
