@@ -183,23 +183,8 @@ func (p *Pool) parkPinned(w *worker, timer *time.Timer) bool {
 		w.sleeping.Store(0)
 		return true
 	}
-	bump(&w.parks, 1)
-	var timeout <-chan time.Time
-	if timer != nil {
-		timer.Reset(p.idle.MaxPark)
-		timeout = timer.C
-	}
-	woken := true
-	select {
-	case <-w.wake:
-	case <-p.quit:
-	case <-timeout:
-		woken = false
-	}
+	woken := p.sleep(w, w.wake, timer)
 	w.sleeping.Store(0)
-	if timer != nil {
-		timer.Stop()
-	}
 	return woken
 }
 
@@ -216,22 +201,29 @@ func (p *Pool) park(w *worker, timer *time.Timer) bool {
 		p.sleepers.Add(-1)
 		return true
 	}
+	woken := p.sleep(w, p.wake, timer)
+	p.sleepers.Add(-1)
+	return woken
+}
+
+// sleep blocks an announced worker until wake fires, Close, or MaxPark
+// passes (no limit without a timer), counting the park. It reports whether
+// it was woken rather than timing out; the caller withdraws its
+// announcement after it.
+func (p *Pool) sleep(w *worker, wake <-chan struct{}, timer *time.Timer) bool {
 	bump(&w.parks, 1)
 	var timeout <-chan time.Time
 	if timer != nil {
 		timer.Reset(p.idle.MaxPark)
 		timeout = timer.C
+		defer timer.Stop()
 	}
-	woken := true
 	select {
-	case <-p.wake:
+	case <-wake:
+		return true
 	case <-p.quit:
+		return true
 	case <-timeout:
-		woken = false
+		return false
 	}
-	p.sleepers.Add(-1)
-	if timer != nil {
-		timer.Stop()
-	}
-	return woken
 }
