@@ -299,11 +299,13 @@ func groupsLine(groups []counters.Group) string {
 		for _, kv := range g.Values {
 			sum += kv.Value
 		}
+		keys := []string{g.Name + " by " + g.Label + ":"}
 		for _, kv := range g.Values {
-			parts = append(parts, fmt.Sprintf("%s=%d (%.1f%%)", g.Text(kv), kv.Value, 100*float64(kv.Value)/float64(max(sum, 1))))
+			keys = append(keys, fmt.Sprintf("%s=%d (%.1f%%)", kv.Key, kv.Value, 100*float64(kv.Value)/float64(max(sum, 1))))
 		}
+		parts = append(parts, strings.Join(keys, " "))
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, ", ")
 }
 
 // framesLine is a frame account's non-zero places, in order, and its

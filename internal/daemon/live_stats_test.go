@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,6 +167,18 @@ func TestLiveStatsConsistent(t *testing.T) {
 	})
 	if keys < 100 {
 		t.Errorf("stats --json has %d keys: too few to have walked the whole of it", keys)
+	}
+
+	// ports: a table of the sockets with a column per declared counter,
+	// no Go value printed.
+	out, stderr, code := warpctl(t, lc.sock, "ports")
+	if code != 0 {
+		t.Fatalf("ports: exit %d %s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^\s*PORT\s+INTERFACE\s+QUEUE\s+BIND\s+RX\s+TX\s+COMPLETIONS\s+FILL_STARVED\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s*\S+\s+dp0\s+0\s+copy\s+[1-9]\d*\s+\d+`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^dp0\s+true\s+0\s+native \(`).MatchString(out) || strings.ContainsAny(out, "{}&") {
+		t.Errorf("ports: not the table of interfaces and sockets:\n%s", out)
 	}
 }
 

@@ -277,6 +277,9 @@ func (d *Daemon) logStats(msg string) {
 	if sc := stageCountersValue(s.Stages); len(sc) > 0 {
 		attrs = append(attrs, slog.Attr{Key: "stage_counters", Value: slog.GroupValue(sc...)})
 	}
+	if len(s.Queues) > 0 {
+		attrs = append(attrs, slog.Attr{Key: "executor", Value: executorValue(s.Queues)})
+	}
 	d.log.Info(msg, attrs...)
 	for _, q := range s.Queues {
 		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
@@ -295,6 +298,23 @@ func dropsValue(list []control.DropCount, xdp bool) slog.Value {
 		if n != 0 {
 			attrs = append(attrs, slog.Uint64(dc.Reason, n))
 		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// executorValue is what runs the queues' pipelines, for the stats line:
+// the backend (the first queue's: every queue runs the same one) and the
+// executor's own counters summed over the queues, as it declares them
+// (backend cuda: packets by path, device or fallback, and the slots in
+// flight).
+func executorValue(qs []control.QueueStats) slog.Value {
+	var sum []counters.Group
+	for _, q := range qs {
+		sum = counters.AddGroups(sum, q.Executor.Counters...)
+	}
+	attrs := []slog.Attr{slog.String("backend", qs[0].Executor.Backend)}
+	for _, kv := range control.TopCounters(sum, -1) {
+		attrs = append(attrs, slog.Uint64(kv.Text, kv.Value))
 	}
 	return slog.GroupValue(attrs...)
 }
