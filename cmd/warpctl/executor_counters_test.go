@@ -65,7 +65,9 @@ func TestExecutorCountersShown(t *testing.T) {
 	s.Totals = qs.Counts
 	var out bytes.Buffer
 	printStats(&out, s, nil, 0)
-	share := func(n uint64) string { return regexp.QuoteMeta(fmt.Sprintf("%.1f%%", 100*float64(n)/float64(rep.Received))) }
+	share := func(n uint64) string {
+		return regexp.QuoteMeta(fmt.Sprintf("%.1f%%", 100*float64(n)/float64(rep.Received)))
+	}
 	if !regexp.MustCompile(`(?m)^\s+dp0/q0\s.*\scuda\s*$`).MatchString(out.String()) ||
 		!regexp.MustCompile(`(?m)^  executor cuda: packets by path: device=\d+ \(`+share(device)+`\) fallback=\d+ \(`+share(fallback)+`\), slots_in_flight=0$`).MatchString(out.String()) {
 		t.Errorf("stats lacks the backend and the executor's counters with their shares:\n%s", out.String())
