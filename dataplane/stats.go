@@ -14,7 +14,8 @@ import (
 // stats` and `top`, /metrics and the daemon's stats line are made from.
 // Engine.Stats takes it; Report is it plus what only a replay has.
 //
-// What the words mean, here and everywhere they are shown:
+// What the words mean at the engine (docs/COUNTERS.md says what they
+// mean to a daemon's user, with the kernel's counters beside them):
 //   - received: packets the engine took from its input (a capture, an
 //     AF_XDP RX ring) and completed a batch of. A daemon adds the
 //     packets its XDP program's kernel rules decided (they are in

@@ -297,27 +297,11 @@ type SwapTiming struct {
 // sockets'), in plain JSON. Every field is read without pausing the data
 // path.
 //
-// What the words mean (the one place they are defined for the API):
-//   - received: every packet that arrived at the pipeline on a queue:
-//     read from the queue's RX ring by the engine (engine_received), or
-//     decided by the XDP program's kernel rules (xdp_dropped,
-//     xdp_passed).
-//   - each is exactly one of transmitted, dropped, passed, xdp_dropped
-//     and xdp_passed: received = transmitted + dropped + passed +
-//     xdp_dropped + xdp_passed (balanced). dropped and passed are the
-//     workers' and the engine's; the kernel rules' are xdp_dropped and
-//     xdp_passed. drops lists both shares per reason: packets (workers,
-//     engine) and, in the totals, xdp_packets (the kernel rules, counted
-//     per interface: not per queue).
-//   - kernel_drops are frames the kernel dropped before the pipeline saw
-//     them (the sockets' XDP_STATISTICS: RX ring full, no fill frame or a
-//     frame too big, invalid descriptors): never received. rx_fill_ring_empty
-//     counts the times the kernel found the fill ring empty: in copy mode
-//     each such packet is also in kernel_drops' rx_dropped, so it is kept
-//     apart, not added.
-//   - batch_fill is engine_received / batches, the packets per batch the
-//     engine completed: never above the batch size (the kernel rules'
-//     decisions are in no batch).
+// What each counter means (received = transmitted + dropped + passed +
+// xdp_dropped + xdp_passed, the kernel's drops before the pipeline, the
+// fill per batch, the frame places, what is one snapshot) is written once,
+// in docs/COUNTERS.md, whose tables are generated from the lists the code
+// iterates.
 type Stats struct {
 	Pipeline   string       `json:"pipeline"`
 	Generation uint64       `json:"generation"`

@@ -36,13 +36,10 @@ import (
 //     stats-only family left out). Nothing here knows one family from
 //     another or reads a key.
 //
-// Every packet a queue received is in exactly one of transmitted,
-// dropped (by the workers or the engine, by reason), passed (by them),
-// xdp_dropped and xdp_passed (by the XDP program's kernel rules): so
-// received = Σ transmitted + Σ dropped + passed + xdp_dropped + xdp_passed
-// per queue, the balance of `warpctl stats`. The kernel counts its rules'
-// drops per interface, not per queue: dropped_in_xdp_packets_total has
-// them by reason over the whole daemon, so `grep ^warpflow_dropped`
+// What each family counts is in docs/COUNTERS.md (its metrics table is
+// generated from families and the declarations). The kernel counts its
+// rules' drops per interface, not per queue: dropped_in_xdp_packets_total
+// has them by reason over the whole daemon, so `grep ^warpflow_dropped`
 // shows the kernel's share beside the workers'.
 
 // Family is one metric family of the model's own (not a declared one).
