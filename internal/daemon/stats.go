@@ -265,6 +265,17 @@ func addStages(dst, src []control.StageStats) []control.StageStats {
 // them).
 func (d *Daemon) logStats(msg string) {
 	s := d.Stats()
+	d.log.Info(msg, StatsLine(s)...)
+	for _, q := range s.Queues {
+		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
+	}
+}
+
+// StatsLine is the stats log line's attributes for s: the totals'
+// verdicts and the kernel's beside them, drops by reason (the workers'
+// and, apart, the kernel rules'), the frame places, each stage's busiest
+// own counters and the executor's, as they are declared.
+func StatsLine(s Stats) []any {
 	t := s.Totals
 	attrs := []any{
 		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
@@ -280,10 +291,7 @@ func (d *Daemon) logStats(msg string) {
 	if len(s.Queues) > 0 {
 		attrs = append(attrs, slog.Attr{Key: "executor", Value: executorValue(s.Queues)})
 	}
-	d.log.Info(msg, attrs...)
-	for _, q := range s.Queues {
-		d.log.Debug(msg+" (queue)", "queue", q.Queue, "stats", q)
-	}
+	return attrs
 }
 
 // dropsValue logs drops as reason=packets, zeros left out: the workers'
