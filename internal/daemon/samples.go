@@ -104,14 +104,7 @@ func (d *Daemon) sampleOutputs(g *pipelines.Graph, qi int) (map[string]dataplane
 
 // sampleRoom opens capture_dir/samples.
 func (d *Daemon) sampleRoom() (*trust.Room, error) {
-	gid := -1
-	if d.cfg.Control.Group != "" {
-		var err error
-		if gid, err = control.LookupGroup(d.cfg.Control.Group); err != nil {
-			return nil, err
-		}
-	}
-	return trust.OpenRoom(filepath.Join(d.cfg.CaptureDir, sampleDir), trust.RoomOptions{Chain: trust.Chain{Owners: []int{os.Geteuid()}}, Mode: 0o750, GID: gid})
+	return d.room(filepath.Join(d.cfg.CaptureDir, sampleDir))
 }
 
 // openSample makes s's file (moving one an earlier run left to NAME.1).
