@@ -55,8 +55,10 @@ const (
 // (what it read from the RX ring is transmitted, dropped or passed)
 // holds in every read, and the fill per batch is never above the batch
 // size. At rest the whole balance holds: received = transmitted + dropped
-// + passed + xdp_dropped + xdp_passed. `warpctl stats --json`'s keys are
-// all snake_case.
+// + passed + xdp_dropped + xdp_passed, and what the XDP program saw is
+// received or one of the kernel's drops before the pipeline. `warpctl
+// stats --json`'s keys are all snake_case, and `warpctl ports` is a
+// table.
 func TestLiveStatsConsistent(t *testing.T) {
 	requireLive(t)
 	dir := t.TempDir()
@@ -146,6 +148,15 @@ func TestLiveStatsConsistent(t *testing.T) {
 	if tot.EngineReceived+tot.XDPDropped+tot.XDPPassed != tot.Received {
 		t.Errorf("at rest: the engine read %d, the kernel decided %d, received %d", tot.EngineReceived, tot.XDPDropped+tot.XDPPassed, tot.Received)
 	}
+	// What the XDP program saw is received, dropped by the kernel before
+	// the pipeline, or passed on for want of a socket (docs/COUNTERS.md).
+	for _, q := range st.Queues {
+		ringFull, dropped := kernelDrop(&q.Counts, "rx_ring_full"), kernelDrop(&q.Counts, "rx_dropped")
+		if q.Program.Packets != q.Received+ringFull+dropped+q.NoSocket+q.Program.RedirectFailed || q.Program.Redirected != q.EngineReceived+ringFull+dropped {
+			t.Errorf("at rest, queue %s: the XDP program saw %d (redirected %d), received %d (engine %d), kernel drops rx_ring_full %d rx_dropped %d, no socket %d, redirect failed %d",
+				q.Queue, q.Program.Packets, q.Program.Redirected, q.Received, q.EngineReceived, ringFull, dropped, q.NoSocket, q.Program.RedirectFailed)
+		}
+	}
 	t.Logf("at rest: received %d = transmitted %d + dropped %d + xdp dropped %d; kernel drops %d, fill %.1f/batch",
 		tot.Received, tot.Transmitted, tot.Dropped, tot.XDPDropped, tot.KernelDropped, tot.BatchFill)
 
@@ -180,6 +191,16 @@ func TestLiveStatsConsistent(t *testing.T) {
 		!regexp.MustCompile(`(?m)^dp0\s+true\s+0\s+native \(`).MatchString(out) || strings.ContainsAny(out, "{}&") {
 		t.Errorf("ports: not the table of interfaces and sockets:\n%s", out)
 	}
+}
+
+// kernelDrop is c's kernel drops for reason.
+func kernelDrop(c *control.Counts, reason string) uint64 {
+	for _, d := range c.KernelDrops {
+		if d.Reason == reason {
+			return d.Packets
+		}
+	}
+	return 0
 }
 
 // checkSnapshot checks what holds in every read.
