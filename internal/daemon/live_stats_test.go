@@ -51,12 +51,13 @@ const (
 // every 250 reads, and checks every read: each queue's frame places sum
 // to its UMEM's frame count and none is above it; no counter is below the
 // read before it (the verdicts, the kernel's, each reason, port, stage,
-// stage counter, socket and program counter); the engine's own balance
-// (what it read from the RX ring is transmitted, dropped or passed)
-// holds in every read, and the fill per batch is never above the batch
-// size. At rest the whole balance holds: received = transmitted + dropped
-// + passed + xdp_dropped + xdp_passed, and what the XDP program saw is
-// received or one of the kernel's drops before the pipeline. `warpctl
+// stage counter, socket and program counter); the balance, received =
+// transmitted + dropped + passed + xdp_dropped + xdp_passed, holds in
+// every read, per queue and in the totals, and so does the engine's own
+// (what it read from the RX ring is transmitted, dropped or passed); the
+// fill per batch is never above the batch size. At rest the balance holds
+// with nothing in flight, and what the XDP program saw is received or
+// one of the kernel's drops before the pipeline. `warpctl
 // stats --json`'s keys are all snake_case, and `warpctl ports` is a
 // table.
 func TestLiveStatsConsistent(t *testing.T) {
@@ -217,12 +218,19 @@ func checkSnapshot(t *testing.T, i int, s *control.Stats) {
 		if sum != swapFrames || q.Frames.Total != swapFrames {
 			t.Fatalf("read %d: queue %s: the places sum to %d (total %d), the UMEM has %d: %+v", i, q.Queue, sum, q.Frames.Total, swapFrames, q.Frames.Places)
 		}
+		if !q.Balanced || q.Received != q.Transmitted+q.Dropped+q.Passed+q.XDPDropped+q.XDPPassed {
+			t.Fatalf("read %d: queue %s: received %d, transmitted %d + dropped %d + passed %d + xdp dropped %d + xdp passed %d (balanced %v)",
+				i, q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.XDPDropped, q.XDPPassed, q.Balanced)
+		}
 		if q.EngineReceived != q.Transmitted+q.Dropped+q.Passed {
 			t.Fatalf("read %d: queue %s: the engine read %d, transmitted %d + dropped %d + passed %d", i, q.Queue, q.EngineReceived, q.Transmitted, q.Dropped, q.Passed)
 		}
 		if q.BatchFill > liveStatsBatch || q.Batches > 0 && q.EngineReceived > liveStatsBatch*q.Batches {
 			t.Fatalf("read %d: queue %s: fill %.1f per batch (%d in %d batches), batches of %d", i, q.Queue, q.BatchFill, q.EngineReceived, q.Batches, liveStatsBatch)
 		}
+	}
+	if !s.Totals.Balanced {
+		t.Fatalf("read %d: the totals do not balance: %+v", i, s.Totals)
 	}
 	if s.Totals.BatchFill > liveStatsBatch {
 		t.Fatalf("read %d: fill %.1f per batch, batches of %d", i, s.Totals.BatchFill, liveStatsBatch)
