@@ -149,6 +149,11 @@ func TestLiveStatsConsistent(t *testing.T) {
 	if tot.EngineReceived+tot.XDPDropped+tot.XDPPassed != tot.Received {
 		t.Errorf("at rest: the engine read %d, the kernel decided %d, received %d", tot.EngineReceived, tot.XDPDropped+tot.XDPPassed, tot.Received)
 	}
+	// The fill per batch is over what the engine batched, never the
+	// kernel rules' verdicts (which are a quarter of received here).
+	if tot.Batches == 0 || tot.BatchFill != float64(tot.EngineReceived)/float64(tot.Batches) || tot.EngineReceived >= tot.Received {
+		t.Errorf("at rest: fill %.2f per batch, engine received %d in %d batches, received %d", tot.BatchFill, tot.EngineReceived, tot.Batches, tot.Received)
+	}
 	// What the XDP program saw is received, dropped by the kernel before
 	// the pipeline, or passed on for want of a socket (docs/COUNTERS.md).
 	for _, q := range st.Queues {
