@@ -72,7 +72,16 @@ func TestAtTakeUpIsTheBoundary(t *testing.T) {
 			const swaps = 20
 			var cuts []uint64 // cuts[i]: the first sequence number of plan i+2
 			for i := range swaps {
-				for deadline := time.Now().Add(5 * time.Second); in.handed.Load() < uint64(2048*(i+1)); {
+				// Each plan gets 2048 frames of its own before the next swap
+				// is prepared (counted from its own cut, not from the start:
+				// a take-up delayed under the race detector would otherwise
+				// leave the next plan none, and checkSwapRun's one change
+				// of owner per swap would not hold).
+				from := uint64(0)
+				if i > 0 {
+					from = cuts[i-1]
+				}
+				for deadline := time.Now().Add(5 * time.Second); in.handed.Load() < from+2048; {
 					if time.Now().After(deadline) {
 						t.Fatalf("swap %d: no traffic", i)
 					}
@@ -106,6 +115,13 @@ func TestAtTakeUpIsTheBoundary(t *testing.T) {
 					t.Fatalf("swap %d: taken up at %v, %v, AtTakeUp called %d times", i, at, err, calls.Load())
 				}
 				cuts = append(cuts, cut) // read after WaitTakenUp: ordered by takenUpAt
+			}
+			// The last plan too gets frames of its own before the run stops.
+			for deadline := time.Now().Add(5 * time.Second); in.handed.Load() < cuts[swaps-1]+2048; {
+				if time.Now().After(deadline) {
+					t.Fatal("after the last swap: no traffic")
+				}
+				time.Sleep(100 * time.Microsecond)
 			}
 			cancel()
 			if err := <-runErr; err != nil {
