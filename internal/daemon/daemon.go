@@ -167,11 +167,12 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			if err := prog.Register(qi, qq.q.RX().Socket()); err != nil {
 				return nil, explain(fmt.Sprintf("register %s queue %d in the XDP program", in.Name, qi), err)
 			}
+			x := qq.eng.Stats().Executor
 			d.log.Info("queue up", "interface", in.Name, "queue", qi,
 				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
 				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
 				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu,
-				"executor", qq.eng.Stats().Executor.Backend)
+				"executor", x.Backend, "workers", len(x.Workers))
 			inPort++
 		}
 	}
