@@ -320,9 +320,15 @@ type ctStage struct {
 	// with bit 32 set (TCP and UDP only; 0: none), and sink what its
 	// loads read, so that the compiler keeps them.
 	hint [rings.MaxBatch]uint64
+	// cand[k] is the index slot the warm pass found for packet idx[k]
+	// (the first of its probe with the packet's hash: (entry+1)<<1|dir,
+	// the slot's low half; 0: none), which find tries before probing.
+	cand [rings.MaxBatch]uint32
 	sink uint64
-	// h is the current packet's hint while track runs (see find).
-	h uint64
+	// h and slot are the current packet's hint and candidate while track
+	// runs (see find).
+	h    uint64
+	slot uint32
 
 	req atomic.Pointer[FlowRequest] // a control request to serve (conntrack.go's service)
 
@@ -366,10 +372,37 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	if r := s.req.Load(); r != nil {
 		s.serve(r)
 	}
-	s.warm(b, idx)
-	for k, i := range idx {
-		s.h = s.hint[k]
-		next[k] = s.track(b, int(i))
+	if !havePrefetch {
+		s.warm(b, idx)
+		for k, i := range idx {
+			s.h, s.slot = s.hint[k], s.cand[k]
+			next[k] = s.track(b, int(i))
+		}
+	} else {
+		// Software pipelining: while packet k is tracked, the index
+		// line of packet k+ctAheadIndex and the entry of packet
+		// k+ctAheadEntry are on their way (the entry's slot read from
+		// the index line prefetched for it earlier), so that each
+		// packet's two dependent misses overlap the tracking of the
+		// packets before it instead of adding to it.
+		s.hashes(b, idx)
+		n := len(idx)
+		for k := range min(n, ctAheadIndex) {
+			s.prefetchIndex(k)
+		}
+		for k := range min(n, ctAheadEntry) {
+			s.candidate(k)
+		}
+		for k, i := range idx {
+			if j := k + ctAheadIndex; j < n {
+				s.prefetchIndex(j)
+			}
+			if j := k + ctAheadEntry; j < n {
+				s.candidate(j)
+			}
+			s.h, s.slot = s.hint[k], s.cand[k]
+			next[k] = s.track(b, int(i))
+		}
 	}
 	if n := t.sweep(ctSweepPerBatch); n > 0 {
 		s.c[ctcExpiries] += uint64(n)
@@ -379,14 +412,78 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
+// How many packets ahead of the one tracked the pipelined loop prefetches
+// a packet's index line and its entry: a miss (some 100-250 ns) is
+// covered by the tracking of that many packets before it, and the
+// misses in flight (the index lines of ctAheadIndex packets and the
+// entries of ctAheadEntry) stay within what a core keeps outstanding
+// (10 to 16 lines on current x86 cores).
+const (
+	ctAheadIndex = 16
+	ctAheadEntry = 8
+)
+
+// hashes computes the TCP and UDP packets' tuple hashes into hint (0:
+// none).
+func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
+	var k ctTuple
+	for j, i := range idx {
+		m := &b.Meta[i]
+		s.hint[j] = 0
+		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
+			continue
+		}
+		ctAddrs(m, &k)
+		k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
+		s.hint[j] = 1<<32 | uint64(k.hash())
+	}
+}
+
+// prefetchIndex prefetches the index line where packet j's probe starts.
+func (s *ctStage) prefetchIndex(j int) {
+	if h := s.hint[j]; h != 0 {
+		t := s.tab
+		prefetchSlot(&t.idx[t.home(uint32(h))])
+	}
+}
+
+// candidate finds packet j's slot in the index (its line prefetched
+// ctAheadIndex-ctAheadEntry packets ago) as the warm pass does, keeps it
+// in cand, and prefetches the entry it names.
+func (s *ctStage) candidate(j int) {
+	s.cand[j] = 0
+	if s.hint[j] == 0 {
+		return
+	}
+	t := s.tab
+	h := uint32(s.hint[j])
+	i := t.home(h)
+	for range ctWarmProbe {
+		v := t.idx[i]
+		if v == 0 {
+			return
+		}
+		if uint32(v>>32) == h {
+			s.cand[j] = uint32(v)
+			prefetchEntry(&t.ent[uint32(v)>>1-1])
+			return
+		}
+		if i++; i == t.slots {
+			i = 0
+		}
+	}
+}
+
 // warm is the first pass over a vector: it computes the TCP and UDP
 // packets' tuple hashes and loads their index slots, then the entries
 // those slots name, in two loops of independent loads. A table of a
 // million flows lives in DRAM, and a lookup is two dependent misses;
 // issued packet after packet they overlap (the CPU keeps a dozen misses
 // in flight), where the tracking loop, one packet's dependent chain after
-// another's, would wait for each in turn. Go has no prefetch instruction;
-// plain loads whose results feed a sink do the same.
+// another's, would wait for each in turn. Plain loads whose results feed
+// a sink do the fetching: this is the pass for CPUs without the
+// prefetches of prefetch_*.s, which Process otherwise spreads over the
+// tracking loop (see prefetch.go).
 func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 	t := s.tab
 	var k ctTuple
@@ -411,6 +508,7 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 		}
 	}
 	for j := range idx {
+		s.cand[j] = 0
 		if s.hint[j] == 0 {
 			continue
 		}
@@ -427,6 +525,7 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 			if uint32(v>>32) == h {
 				// Every cache line the entry may span (100 bytes: up
 				// to three).
+				s.cand[j] = uint32(v)
 				en := &t.ent[uint32(v)>>1-1]
 				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
 				break
@@ -529,10 +628,22 @@ func (s *ctStage) find(k *ctTuple, want int8) (e uint32, dir uint8, ok bool) {
 	var h uint32
 	if s.h != 0 && (k.proto == 6 || k.proto == 17) {
 		h = uint32(s.h)
+		// The warm pass's slot, when it still names a live entry of
+		// this tuple: the one a lookup would find (a tuple is in at
+		// most one direction of one entry; an entry made, freed or
+		// reused since warm fails the test or is probed for).
+		if c := s.slot; c != 0 {
+			e, dir = c>>1-1, uint8(c&1)
+			if en := &t.ent[e]; en.status&ctStUsed != 0 && (want < 0 || uint8(want) == dir) && t.tupleIs(en, dir, k) {
+				ok = true
+			}
+		}
 	} else {
 		h = k.hash()
 	}
-	e, dir, ok = t.lookup(k, h, want)
+	if !ok {
+		e, dir, ok = t.lookup(k, h, want)
+	}
 	if ok && t.ent[e].status&ctStTentative == 0 && t.expired(&t.ent[e]) {
 		s.drop(e, ctcExpiries)
 		return 0, 0, false

@@ -36,12 +36,21 @@ import (
 // dropped later in the batch leaves neither entry nor mapping. One nat
 // stage per conntrack stage.
 //
-// Choosing the translation. DNAT sets the destination (and the port when
-// port is given). SNAT keeps the source port when the translated tuple
+// Choosing the translation. A flow no rule translates keeps its tuple
+// unless its reply tuple is already another flow's (Linux's null
+// binding: a server's answer to a client's own address after that
+// client's flow was translated makes such a flow); then its source port
+// is remapped as SNAT to its own address would (Linux does the same;
+// the port may differ from the kernel's choice), and a flow without
+// ports is dropped as nat_ports_exhausted. DNAT sets the destination
+// (and the port when port is given). SNAT keeps the source port when the translated tuple
 // is unique and the port is in range (as Linux does); otherwise it tries
-// up to 128 ports from a hash-derived start and takes the first whose
-// reply tuple no flow uses (endpoint-dependent: one port can serve flows
-// to different destinations). The pool address is chosen by a hash of
+// up to 128 ports in a row from a hash-derived start and takes the first
+// whose reply tuple no flow uses (endpoint-dependent: one port can serve
+// flows to different destinations), and where none is free, rounds of
+// 64, 32, 16 and 8 from other hash-derived starts (Linux's
+// nf_nat_l4proto_unique_tuple: a run of used ports must not refuse a
+// flow while the range has room). The pool address is chosen by a hash of
 // the flow's source address, so a host keeps its address. Without ports:
 // Linux's default ranges (source port below 512: 1-511; 512-1023:
 // 600-1023; else 1024-65535); ICMP queries translate their identifier
@@ -576,6 +585,20 @@ func (s *natStage) setup(e uint32, en *ctEntry) bool {
 		break
 	}
 	if !changed {
+		// Linux's null binding: a flow no rule translates keeps its
+		// tuple, unless its reply tuple is another flow's (a reply
+		// that missed its translated flow, say: the server answers
+		// the client's own address). Then the source port is remapped
+		// as an SNAT to the flow's own address would, so that every
+		// tuple stays one flow's.
+		if !s.replyUsed(e, en) {
+			return true
+		}
+		if !s.snat(e, en, &natSessionRule{addrs: [][4]byte{src}}) {
+			en.status &^= ctStSNAT
+			return false
+		}
+		t.rekeyReply(e, oldHash)
 		return true
 	}
 	if en.status&ctStSNAT == 0 {
@@ -635,19 +658,45 @@ func (s *natStage) snat(e uint32, en *ctEntry, r *natSessionRule) bool {
 	count := (span - first + n - 1) / n
 	var k ctTuple
 	t.tupleOf(en, 0, &k)
-	off := k.hash() % count
+	h := k.hash()
+	off := h % count
+	// Like Linux (nf_nat_l4proto_unique_tuple): up to 128 ports in a row;
+	// if none is free, again from another start with half as many while
+	// the last round had 16 or more (128, 64, 32, 16, 8: at most 248
+	// tries), so that a run of used ports (a client's
+	// consecutive ports kept as they were) cannot refuse a flow while
+	// the range has room. The other starts come from the flow's hash, not
+	// a random number: a replay allocates the same ports.
 	attempts := min(count, natMaxAttempts)
-	for range attempts {
-		p := uint16(uint32(lo) + first + off*n)
-		en.setSNAT(addr, p)
-		if !s.replyUsed(e, en) {
-			return true
+	for round := uint32(1); ; round++ {
+		for range attempts {
+			p := uint16(uint32(lo) + first + off*n)
+			en.setSNAT(addr, p)
+			if !s.replyUsed(e, en) {
+				return true
+			}
+			if off++; off == count {
+				off = 0
+			}
 		}
-		if off++; off == count {
-			off = 0
+		if attempts >= count || attempts < natMinAttempts {
+			return false
 		}
+		attempts /= 2
+		off = natMix(h+round*0x9e3779b9) % count
 	}
-	return false
+}
+
+// natMinAttempts: a search round of fewer ports is the last (Linux's 16).
+const natMinAttempts = 16
+
+// natMix scrambles x (the murmur3 finaliser): a search round's start.
+func natMix(x uint32) uint32 {
+	x ^= x >> 16
+	x *= 0x85ebca6b
+	x ^= x >> 13
+	x *= 0xc2b2ae35
+	return x ^ x>>16
 }
 
 // natDefaultRange is Linux's port range when a rule gives none.

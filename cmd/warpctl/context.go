@@ -221,7 +221,11 @@ func addContextFlags(root *cobra.Command) {
 // --socket nor $WARPCTL_SOCKET is given) to o, and --all.
 func (o *ctlOpts) resolve(cmd *cobra.Command) error {
 	name, _ := cmd.Flags().GetString("context")
-	o.all, _ = cmd.Flags().GetBool("all")
+	// A command with an --all of its own (conntrack flush: every flow)
+	// means that one, not every context.
+	if cmd.LocalNonPersistentFlags().Lookup("all") == nil {
+		o.all, _ = cmd.Flags().GetBool("all")
+	}
 	explicitSocket := cmd.Flags().Changed("socket")
 	if o.all {
 		if !o.allowsAll {

@@ -126,7 +126,7 @@ type readmeCheck struct {
 }
 
 // readmeChecks: the blocks to run, in README order, and their checks.
-var readmeBlockNames = []string{"try", "lab", "live", "walkthrough"}
+var readmeBlockNames = []string{"try", "lab", "live", "walkthrough", "stateful"}
 
 var readmeChecks = []readmeCheck{
 	{block: "try", cmd: "go run ./cmd/warpctl replay", want: []string{`accounting OK: received 300 = `}},
@@ -158,6 +158,13 @@ var readmeChecks = []readmeCheck{
 	{block: "walkthrough", cmd: "dot -Tsvg", after: checkREADMESVG},
 	{block: "walkthrough", cmd: "pipeline swap lab-forward", want: []string{`swapped lab-drop-discard -> lab-forward`, `removed "lab-drop-discard"`}},
 	{block: "walkthrough", cmd: "^kill %2 %1", want: []string{`msg="final stats" .*balanced=true`, `msg="stopped cleanly"`, `lab wf removed`}},
+	{block: "stateful", cmd: "gen --count 100000", want: []string{`sent 100000 frames`}},
+	{block: "stateful", cmd: "conntrack count", want: []string{`pipeline lab-stateful, stage ct: 1000 flows in 1 queue\(s\), tables of 131072 flows`, `(?m)^1000 matched`}},
+	{block: "stateful", cmd: "conntrack list --sport 1024", want: []string{`(?m)^1 matched`, `udp\s+198\.18\.0\.1:1024 > 198\.19\.0\.1:9\s+198\.19\.0\.1:9 > 198\.19\.0\.2:\d+\s+unreplied snat`}},
+	{block: "stateful", cmd: `stats --json`, want: []string{`"interface":\s*"dp0"`, `"result":\s*"unsupported"`}},
+	{block: "stateful", cmd: "conntrack flush --all", want: []string{`flushed 1000 flows of ct \(0 left\)`}},
+	{block: "stateful", cmd: "^kill %1", want: []string{`msg="final stats" .*balanced=true drops=map\[\]`, `msg="stopped cleanly"`}},
+	{block: "stateful", cmd: "lab down", want: []string{`lab wf removed`}},
 }
 
 // typeTop lets top draw a few frames, sorts by drops, then quits.

@@ -63,6 +63,10 @@ type Row struct {
 	// conntrack table at the end, and the table's memory per flow.
 	Flows             int     `json:"flows,omitempty"`
 	TableBytesPerFlow float64 `json:"table_bytes_per_flow,omitempty"`
+	// CPUNsPerPacket, for the stateful rows: the thread's CPU time per
+	// packet (user and system), beside the wall time NsPerPacket; the two
+	// differ by what other processes took of the core.
+	CPUNsPerPacket float64 `json:"cpu_ns_per_packet,omitempty"`
 }
 
 // Target is one goal from the project's issue, checked against rows of the

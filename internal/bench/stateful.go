@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
@@ -61,10 +62,13 @@ stages:
 `
 
 var (
-	flowNAT    = [4]byte{192, 0, 2, 1}
-	flowMACs   = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
-	flowServer = 200 // servers 198.51.100.1..200
+	flowNAT  = [4]byte{192, 0, 2, 1}
+	flowMACs = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
 )
+
+// flowServers is the number of servers (198.51.100.1..200); a constant,
+// so that the generator's divisions by it are multiplications.
+const flowServers = 200
 
 // flowPort generates the stateful rows' packets.
 type flowPort struct {
@@ -76,15 +80,25 @@ type flowPort struct {
 	warm, steady, next uint64
 	seq                uint64
 	stride             uint64 // coprime with flows: scatters the flow order
-	start              time.Time
-	elapsed            time.Duration
-	ms0, ms1           runtime.MemStats
+	// cur is the steady phase's next flow ((j%flows)*stride%flows for
+	// steady packet j, kept by addition) and kind its packet kind.
+	// left counts down the packets to the next change of kind.
+	cur, kind, left uint64
+	start           time.Time
+	elapsed         time.Duration
+	ms0, ms1        runtime.MemStats
+	// cpu0 and cpuElapsed: the thread's CPU time, beside the wall time
+	// (on a shared machine the thread is not always on its core).
+	cpu0, cpuElapsed time.Duration
 }
 
 func newFlowPort(a *rings.Arena, flows, steady uint64) *flowPort {
-	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows}
+	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows, kind: 3, left: flows}
 	for gcd(p.stride, flows) != 1 {
 		p.stride++
+	}
+	if flows == 1 {
+		p.stride = 0
 	}
 	return p
 }
@@ -113,6 +127,7 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	if p.next >= total {
 		if p.elapsed == 0 {
 			p.elapsed = time.Since(p.start)
+			p.cpuElapsed = threadCPU() - p.cpu0
 			runtime.ReadMemStats(&p.ms1)
 		}
 		return 0, io.EOF
@@ -120,6 +135,7 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	if p.next == p.warm {
 		runtime.ReadMemStats(&p.ms0)
 		p.start = time.Now()
+		p.cpu0 = threadCPU()
 	}
 	b.SetTime(1_000_000) // one instant: nothing expires during the run
 	n := 0
@@ -137,8 +153,15 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 		if i < p.warm {
 			f, kind = i%p.flows, i/p.flows // 0: first, 1: reply, 2: third
 		} else {
-			j := i - p.warm
-			f, kind = (j%p.flows)*p.stride%p.flows, 3+(j/p.flows)%2 // 3: client's, 4: server's
+			// Every flow once in the scattered order, client's packets
+			// (3), then every flow again, server's (4), and so on.
+			f, kind = p.cur, p.kind
+			if p.cur += p.stride; p.cur >= p.flows {
+				p.cur -= p.flows
+			}
+			if p.left--; p.left == 0 {
+				p.kind, p.left = p.kind^3^4, p.flows
+			}
 		}
 		l := writeFlowPacket(p.mem[addr:addr+60], f, kind)
 		b.Append(rings.Desc{Addr: addr, Len: uint32(l)}, p.seq, 0)
@@ -149,25 +172,34 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	return n, nil
 }
 
-// writeFlowPacket writes packet kind of flow f into dst (60 bytes) and
-// returns its length. Even flows are TCP, odd UDP.
-func writeFlowPacket(dst []byte, f, kind uint64) int {
+// flowTemplate is one kind of generated packet (TCP or UDP, one of the
+// five kinds) with its per-flow fields zero: the flow's addresses, ports
+// and sequence numbers are written over a copy, and both checksums are
+// the template's constant words' sum (ipSum, l4Sum: unfolded, taken once)
+// plus those fields' words. What the port writes per packet is then a
+// 60-byte copy and a dozen stores and adds, as cheap as a generator can
+// be that still hands every packet over in a fresh frame with correct
+// checksums (TestFlowPacketsMatch holds it to a full build of each
+// packet).
+type flowTemplate struct {
+	b            [60]byte
+	ipSum, l4Sum uint32
+}
+
+var flowTemplates = func() (t [2][5]flowTemplate) {
+	for tcp := range 2 {
+		for kind := range 5 {
+			t[tcp][kind] = makeFlowTemplate(tcp == 1, uint64(kind))
+		}
+	}
+	return t
+}()
+
+func makeFlowTemplate(tcp bool, kind uint64) flowTemplate {
 	be := binary.BigEndian
-	tcp := f%2 == 0
-	client := [4]byte{10, byte(f >> 16), byte(f >> 8), byte(f)}
-	server := [4]byte{198, 51, 100, byte(1 + f%uint64(flowServer))}
-	cport := uint16(1024 + f/uint64(flowServer))
-	sport := uint16(53)
-	if tcp {
-		sport = 80
-	}
-	cisn, sisn := uint32(f*2654435761), uint32(f*40503+7)
+	var ft flowTemplate
+	d := ft.b[:]
 	reply := kind == 1 || kind == 4
-	src, dst4, sp, dp := client, server, cport, sport
-	if reply {
-		src, dst4, sp, dp = server, flowNAT, sport, cport
-	}
-	d := dst[:60]
 	if reply {
 		copy(d[0:6], flowMACs[0])
 		copy(d[6:12], flowMACs[1])
@@ -178,64 +210,99 @@ func writeFlowPacket(dst []byte, f, kind uint64) int {
 	be.PutUint16(d[12:], 0x0800)
 	ip := d[14:34]
 	ip[0], ip[1] = 0x45, 0
-	be.PutUint16(ip[2:], 46)
 	be.PutUint32(ip[4:], 0x00014000) // id 1, DF
-	ip[8], ip[10], ip[11] = 64, 0, 0
-	copy(ip[12:16], src[:])
-	copy(ip[16:20], dst4[:])
+	ip[8] = 64
 	l4 := d[34:60]
-	clear(l4)
-	be.PutUint16(l4[0:], sp)
-	be.PutUint16(l4[2:], dp)
 	if tcp {
 		ip[9] = 6
-		var flags byte
-		var seq, ack uint32
-		switch kind {
-		case 0:
-			flags, seq = 0x02, cisn // SYN
-		case 1:
-			flags, seq, ack = 0x12, sisn, cisn+1 // SYN/ACK
-		case 2, 3:
-			flags, seq, ack = 0x10, cisn+1, sisn+1 // ACK
-		case 4:
-			flags, seq, ack = 0x10, sisn+1, cisn+1
-		}
-		be.PutUint32(l4[4:], seq)
-		be.PutUint32(l4[8:], ack)
-		l4[12], l4[13] = 5<<4, flags
-		be.PutUint16(l4[14:], 65535)
 		// 6 bytes of padding to the 60-byte frame: not part of the segment.
 		be.PutUint16(ip[2:], 40)
-		be.PutUint16(l4[16:], ^fold16(pseudo(ip, 6, 20)+sum16(l4[:20])))
+		flags := [5]byte{0x02, 0x12, 0x10, 0x10, 0x10}[kind] // SYN, SYN/ACK, then ACKs
+		l4[12], l4[13] = 5<<4, flags
+		be.PutUint16(l4[14:], 65535)
+		ft.l4Sum = 6 + 20 + sum16(l4[:20])
 	} else {
 		ip[9] = 17
+		be.PutUint16(ip[2:], 46)
 		be.PutUint16(l4[4:], 26)
-		be.PutUint16(l4[6:], ^fold16(pseudo(ip, 17, 26)+sum16(l4[:26])))
+		ft.l4Sum = 17 + 26 + sum16(l4[:26])
 	}
-	be.PutUint16(ip[10:], ^fold16(sum16(ip)))
+	ft.ipSum = sum16(ip)
+	return ft
+}
+
+// flowFields returns packet kind of flow f's per-flow fields, the
+// addresses as big-endian words (built as words: bytes stored one at a
+// time and loaded as a word would stall the store forwarding). Even flows
+// are TCP, odd UDP.
+func flowFields(f, kind uint64) (tcp bool, src, dst uint32, sp, dp uint16, seq, ack uint32) {
+	tcp = f%2 == 0
+	client := 10<<24 | uint32(f)&0xffffff
+	server := uint32(198)<<24 | 51<<16 | 100<<8 | uint32(1+f%flowServers)
+	cport := uint16(1024 + f/flowServers)
+	sport := uint16(53)
+	if tcp {
+		sport = 80
+	}
+	src, dst, sp, dp = client, server, cport, sport
+	if kind == 1 || kind == 4 {
+		src, dst, sp, dp = server, binary.BigEndian.Uint32(flowNAT[:]), sport, cport
+	}
+	if tcp {
+		cisn, sisn := uint32(f*2654435761), uint32(f*40503+7)
+		switch kind {
+		case 0:
+			seq = cisn // SYN
+		case 1:
+			seq, ack = sisn, cisn+1 // SYN/ACK
+		case 2, 3:
+			seq, ack = cisn+1, sisn+1 // ACK
+		case 4:
+			seq, ack = sisn+1, cisn+1
+		}
+	}
+	return
+}
+
+// writeFlowPacket writes packet kind of flow f into dst (60 bytes) and
+// returns its length.
+func writeFlowPacket(dst []byte, f, kind uint64) int {
+	be := binary.BigEndian
+	tcp, s, t, sp, dp, seq, ack := flowFields(f, kind)
+	ti := 0
+	if tcp {
+		ti = 1
+	}
+	ft := &flowTemplates[ti][kind]
+	d := (*[60]byte)(dst[:60])
+	*d = ft.b
+	be.PutUint32(d[26:], s)
+	be.PutUint32(d[30:], t)
+	be.PutUint16(d[34:], sp)
+	be.PutUint16(d[36:], dp)
+	addrs := s>>16 + s&0xffff + t>>16 + t&0xffff
+	l4 := ft.l4Sum + addrs + uint32(sp) + uint32(dp)
+	if tcp {
+		be.PutUint32(d[38:], seq)
+		be.PutUint32(d[42:], ack)
+		l4 += seq>>16 + seq&0xffff + ack>>16 + ack&0xffff
+		be.PutUint16(d[50:], ^fold16(l4))
+	} else {
+		be.PutUint16(d[40:], ^fold16(l4))
+	}
+	be.PutUint16(d[24:], ^fold16(ft.ipSum+addrs))
 	return 60
 }
 
 // sum16 is the ones'-complement sum of b's 16-bit words (even length),
-// not yet folded: four words a load, so that writing packets costs the
-// rows little beside what they measure.
+// not yet folded.
 func sum16(b []byte) uint32 {
-	var s uint64
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v>>48 + v>>32&0xffff + v>>16&0xffff + v&0xffff
-		b = b[8:]
-	}
+	var s uint32
 	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
+		s += uint32(binary.BigEndian.Uint16(b))
 		b = b[2:]
 	}
-	return uint32(s) // the rows sum a few dozen words: no carry out
-}
-
-func pseudo(ip []byte, proto byte, n int) uint32 {
-	return sum16(ip[12:20]) + uint32(proto) + uint32(n)
+	return s // a few dozen words: no carry out
 }
 
 func fold16(s uint32) uint16 {
@@ -282,6 +349,9 @@ func statefulRow(config string, flows, steady uint64) (Row, error) {
 		NsPerPacket: float64(in.elapsed.Nanoseconds()) / float64(in.steady),
 		Allocs:      in.ms1.Mallocs - in.ms0.Mallocs,
 	}
+	if in.cpuElapsed > 0 {
+		row.CPUNsPerPacket = float64(in.cpuElapsed.Nanoseconds()) / float64(in.steady)
+	}
 	if res, err := e.Flows(context.Background(), dataplane.FlowQuery{}); err == nil {
 		if res.Entries != int(flows) {
 			return Row{}, fmt.Errorf("%d flows in the table, want %d", res.Entries, flows)
@@ -290,6 +360,20 @@ func statefulRow(config string, flows, steady uint64) (Row, error) {
 	}
 	return row, nil
 }
+
+// threadCPU is the calling thread's CPU time (0 where it cannot be read):
+// the rows run on a locked, pinned thread, so it is the row's own time,
+// less what other processes on the core took.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rusageThread is Linux's RUSAGE_THREAD.
+const rusageThread = 1
 
 func statefulBasePipeline() string {
 	return benchshape.Default("bench-default-1k", 1000)

@@ -325,6 +325,21 @@ type Stats struct {
 	// SampleFiles are the files the daemon writes the sample stages'
 	// kept packets to, one per sample stage's file.
 	SampleFiles []SampleFile `json:"sample_files,omitempty"`
+	// RSS is what came of making each receiving interface's RSS hash
+	// symmetric for the stateful stages (absent while no pipeline with
+	// one has run).
+	RSS []RSSState `json:"rss,omitempty"`
+}
+
+// RSSState is one receiving interface's symmetric-RSS outcome: result
+// "set" (a symmetric key written), "symmetric" (it was already),
+// "unsupported" (the driver has no RSS key: veth, lo) or "failed" (the
+// driver refused: a flow's directions may arrive on different queues),
+// and why, in words.
+type RSSState struct {
+	Interface string `json:"interface"`
+	Result    string `json:"result"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // KernelRuleStats is one kernel rule of the split on one interface.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/internal/convgen"
@@ -31,9 +32,10 @@ import (
 //	ns T                         ns R (the router: nftables)
 //	a0 02:..:0a  <------------>  a1 02:00:00:00:00:02  172.31.1.1/24   clients 10.0.0.0/8 via 172.31.1.2
 //	b0 02:..:0b  <------------>  b1 02:00:00:00:00:01  172.31.2.1/24   servers 198.51.100.0/24, 192.0.2.0/24 via 172.31.2.2
+//	                                  (IPv6: 2001:db8:1::1/64 and 2001:db8:2::1/64; clients 2001:db8:a::/48, servers 2001:db8:b::/48)
 //
 // tcpreplay in T sends the capture in order, clients' packets (source in
-// 10/8) on a0 and the servers' on b0 (a tcpprep cache), paced. The router
+// 10/8 or 2001:db8:a::/48) on a0 and the servers' on b0 (a tcpprep cache), paced. The router
 // forwards them through conntrack and nftables and logs every packet it
 // forwards or drops in its forward chain to NFLOG group 1 with a prefix
 // naming its ct state and direction; tcpdump records the log and, in T,
@@ -47,7 +49,16 @@ const (
 	macB0 = "02:00:00:00:00:0b"
 	natIP = "192.0.2.1"
 	vip   = "198.51.100.100" // DNAT: vip:8080 -> 198.51.100.5:80
+	// IPv6: clients and servers on the two sides, no NAT (the nat stage
+	// and the ruleset's nat table are IPv4 only), the same filter.
+	clients6 = "2001:db8:a::/48"
+	servers6 = "2001:db8:b::/48"
 )
+
+// A packet is followed through both routers by its key: an IPv4 packet's
+// identification (the fragments of one datagram share theirs), an IPv6
+// packet's flow label (which nothing on the way rewrites) above v6Key.
+const v6Key = 1 << 20
 
 // ruleset is the router's nftables, the oracle of pipelineYAML.
 const ruleset = `
@@ -64,15 +75,15 @@ table ip wfnat {
 table inet wff {
 	chain filt {
 		type filter hook forward priority filter; policy accept;
-		ct state invalid log group 1 prefix "inv" drop
-		ct state new ct direction original tcp dport 23 log group 1 prefix "blk" drop
-		ct state new ct direction original log group 1 prefix "new_o"
-		ct state new ct direction reply log group 1 prefix "new_r"
-		ct state established ct direction original log group 1 prefix "est_o"
-		ct state established ct direction reply log group 1 prefix "est_r"
-		ct state related ct direction original log group 1 prefix "rel_o"
-		ct state related ct direction reply log group 1 prefix "rel_r"
-		ct state untracked log group 1 prefix "untr"
+		ct state invalid log group 1 prefix "inv" queue-threshold 1 drop
+		ct state new ct direction original tcp dport 23 log group 1 prefix "blk" queue-threshold 1 drop
+		ct state new ct direction original log group 1 prefix "new_o" queue-threshold 1
+		ct state new ct direction reply log group 1 prefix "new_r" queue-threshold 1
+		ct state established ct direction original log group 1 prefix "est_o" queue-threshold 1
+		ct state established ct direction reply log group 1 prefix "est_r" queue-threshold 1
+		ct state related ct direction original log group 1 prefix "rel_o" queue-threshold 1
+		ct state related ct direction reply log group 1 prefix "rel_r" queue-threshold 1
+		ct state untracked log group 1 prefix "untr" queue-threshold 1
 	}
 }
 `
@@ -159,9 +170,13 @@ func topology(t *testing.T) (r, tr string) {
 		ns := ns
 		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	}
-	for _, ns := range []string{r, tr} {
-		sh(t, ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
-	}
+	// IPv6 is on in the router only (the traffic namespace just sends
+	// and records frames); no autoconfiguration, so that the router sends
+	// nothing of its own but MLD and neighbour discovery (multicast, or
+	// to its permanent neighbours' MACs: not the frames the test reads).
+	sh(t, tr, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	sh(t, r, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1", "net.ipv6.conf.default.forwarding=1",
+		"net.ipv6.conf.all.accept_ra=0", "net.ipv6.conf.default.accept_ra=0", "net.ipv6.conf.default.autoconf=0")
 	sh(t, "", "ip", "link", "add", "a0", "netns", tr, "address", macA0, "type", "veth", "peer", "name", "a1", "netns", r, "address", macA1)
 	sh(t, "", "ip", "link", "add", "b0", "netns", tr, "address", macB0, "type", "veth", "peer", "name", "b1", "netns", r, "address", macB1)
 	for _, c := range [][]string{
@@ -174,6 +189,12 @@ func topology(t *testing.T) (r, tr string) {
 		{r, "ip", "route", "add", "10.0.0.0/8", "via", "172.31.1.2"},
 		{r, "ip", "route", "add", "198.51.100.0/24", "via", "172.31.2.2"},
 		{r, "ip", "route", "add", "192.0.2.0/24", "via", "172.31.2.2"},
+		{r, "ip", "-6", "addr", "add", "2001:db8:1::1/64", "dev", "a1", "nodad"},
+		{r, "ip", "-6", "addr", "add", "2001:db8:2::1/64", "dev", "b1", "nodad"},
+		{r, "ip", "-6", "neigh", "add", "2001:db8:1::2", "lladdr", macA0, "dev", "a1", "nud", "permanent"},
+		{r, "ip", "-6", "neigh", "add", "2001:db8:2::2", "lladdr", macB0, "dev", "b1", "nud", "permanent"},
+		{r, "ip", "-6", "route", "add", clients6, "via", "2001:db8:1::2"},
+		{r, "ip", "-6", "route", "add", servers6, "via", "2001:db8:2::2"},
 		// The router verifies checksums itself: without this veth marks
 		// a frame from a packet socket CHECKSUM_UNNECESSARY and
 		// conntrack never looks at it.
@@ -292,14 +313,19 @@ func ipChecksum(h []byte) {
 // kind says what a test packet is, for the explanations of differences.
 type kind struct {
 	conv  string // the conversation's name
-	frag  string // "", "in-order", "out-of-order", "overlap"
+	frag  string // "", "in-order", "out-of-order", "overlap"; "fragment" (corpus)
 	index int
+	note  string // corpus: what is malformed about the packet ("" when nothing)
+	in    string // corpus: the tuple as sent
+	// noFlow: Warpflow drops the packet by design where Linux forwards
+	// it (explained), so its flow is in Linux's table only.
+	noFlow bool
 }
 
 // conversations builds the capture: every packet gets a unique IPv4
 // identification (the fragments of one datagram share theirs), which is
 // how the test follows it through both routers.
-func conversations() ([]convgen.Packet, map[uint16]kind) {
+func conversations() ([]convgen.Packet, map[uint32]kind) {
 	var convs []*convgen.Conv
 	names := map[*convgen.Conv]string{}
 	start := time.Duration(0)
@@ -328,8 +354,38 @@ func conversations() ([]convgen.Packet, map[uint16]kind) {
 	dn := next("dnat port forward", "10.0.0.30", vip, 40500, 8080)
 	dn.Real = convgen.Endpoint{Addr: netip.MustParseAddr("198.51.100.5"), Port: 80}
 	dn.Handshake().Data(0, 40).Data(1, 400).Close()
+
+	// IPv6: the same kinds of conversation, untranslated.
+	next6 := func(name string, c, s string, cport uint16, sport uint16) *convgen.Conv {
+		cv := convgen.NewConv(convgen.Endpoint{Addr: netip.MustParseAddr(c), Port: cport}, convgen.Endpoint{Addr: netip.MustParseAddr(s), Port: sport},
+			convgen.Endpoint{}, start, 100*time.Microsecond, uint32(cport)*1000, uint32(cport)*3000)
+		start += 2 * time.Millisecond
+		convs = append(convs, cv)
+		names[cv] = name
+		return cv
+	}
+	for i := range 2 {
+		next6("v6 tcp full", fmt.Sprintf("2001:db8:a::%d", 1+i), "2001:db8:b::1", uint16(42000+i), 80).Handshake().Data(0, 100).Data(1, 900).Data(0, 10).Close()
+	}
+	next6("v6 tcp reset mid-stream", "2001:db8:a::10", "2001:db8:b::2", 42100, 80).Handshake().Data(0, 50).Reset(1).Segment(0, "PA", 0, 0, 20)
+	next6("v6 tcp out of window", "2001:db8:a::12", "2001:db8:b::3", 42200, 443).Handshake().OutOfWindow().Data(1, 40).Segment(0, "A", 0, -200000, 0)
+	next6("v6 tcp mid-stream, no flow", "2001:db8:a::13", "2001:db8:b::3", 42201, 443).Segment(0, "PA", 0, 0, 30).Segment(1, "A", 0, 0, 0)
+	next6("v6 tcp syn to a blocked port", "2001:db8:a::14", "2001:db8:b::4", 42300, 23).Segment(0, "S", 0, 0, 0).Segment(1, "SA", 0, 1, 0)
+	u6 := next6("v6 udp exchange and unreachable", "2001:db8:a::20", "2001:db8:b::6", 42400, 53).UDP(0, 30).UDP(1, 80).UDP(0, 20)
+	icmp6Unreachable(u6, 4)
+	next6("v6 udp one way", "2001:db8:a::21", "2001:db8:b::6", 42401, 9999).UDP(0, 10).UDP(0, 10)
+	p6 := next6("v6 ping", "2001:db8:a::22", "2001:db8:b::7", 600, 0)
+	icmp6Echo(p6, 0, 1)
+	icmp6Echo(p6, 1, 1)
+	icmp6Echo(p6, 0, 2)
+	icmp6Echo(p6, 1, 2)
+	icmp6Echo(next6("v6 lone echo reply", "2001:db8:a::23", "2001:db8:b::7", 601, 0), 1, 1)
+	// Neighbour discovery passes the filter untracked (as Linux's
+	// noct_valid_new): a solicitation routed like any packet.
+	icmp6Packet(next6("v6 neighbour solicitation", "2001:db8:a::24", "2001:db8:b::8", 0, 0), 0, 135, 0,
+		append([]byte{0, 0, 0, 0}, netip.MustParseAddr("2001:db8:b::8").AsSlice()...))
 	var pkts []convgen.Packet
-	kinds := map[uint16]kind{}
+	kinds := map[uint32]kind{}
 	id := uint16(1)
 	for _, p := range convgen.Merge(convs...) {
 		conv := ""
@@ -340,9 +396,17 @@ func conversations() ([]convgen.Packet, map[uint16]kind) {
 				}
 			}
 		}
-		binary.BigEndian.PutUint16(p.Data[14+4:], id)
-		ipChecksum(p.Data[14 : 14+int(p.Data[14]&15)*4])
-		kinds[id] = kind{conv: conv, index: int(id)}
+		key := uint32(id)
+		if binary.BigEndian.Uint16(p.Data[12:]) == 0x86dd {
+			// The flow label: outside every checksum.
+			v := binary.BigEndian.Uint32(p.Data[14:])
+			binary.BigEndian.PutUint32(p.Data[14:], v&^0xfffff|uint32(id))
+			key = v6Key | uint32(id)
+		} else {
+			binary.BigEndian.PutUint16(p.Data[14+4:], id)
+			ipChecksum(p.Data[14 : 14+int(p.Data[14]&15)*4])
+		}
+		kinds[key] = kind{conv: conv, index: int(id)}
 		pkts = append(pkts, p)
 		id++
 	}
@@ -370,13 +434,52 @@ func conversations() ([]convgen.Packet, map[uint16]kind) {
 			pkts = append(pkts, convgen.Packet{Data: p, At: at})
 			at += 100 * time.Microsecond
 		}
-		kinds[id] = kind{conv: "udp datagram in fragments", frag: f.name, index: int(id)}
+		kinds[uint32(id)] = kind{conv: "udp datagram in fragments", frag: f.name, index: int(id)}
 		id++
 	}
 	return pkts, kinds
 }
 
-// outcome is what one router did with one packet (by IP id).
+// icmp6Packet adds an ICMPv6 message of type and code with body (after
+// the checksum) to cv from dir.
+func icmp6Packet(cv *convgen.Conv, dir int, typ, code uint8, body []byte) {
+	src, dst := cv.Client.Addr, cv.Server.Addr
+	if dir == 1 {
+		src, dst = cv.Server.Addr, cv.Seen.Addr
+	}
+	at := cv.Start
+	if n := len(cv.Pkts); n > 0 {
+		at = cv.Pkts[n-1].At + cv.Step
+	}
+	ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(typ, code)}
+	cv.Pkts = append(cv.Pkts, convgen.Packet{Data: convgen.Frame(src, dst, dir, layers.IPProtocolICMPv6, ic, body), At: at, Dir: dir})
+}
+
+// icmp6Echo adds an echo request (dir 0) or reply (dir 1) with the
+// identifier Client.Port.
+func icmp6Echo(cv *convgen.Conv, dir int, seq uint16) {
+	typ := uint8(layers.ICMPv6TypeEchoRequest)
+	if dir == 1 {
+		typ = layers.ICMPv6TypeEchoReply
+	}
+	body := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, cv.Client.Port), seq)
+	icmp6Packet(cv, dir, typ, 0, append(body, make([]byte, 16)...))
+}
+
+// icmp6Unreachable adds a destination unreachable of code from the
+// server about the conversation's last client packet (quoting its first
+// 64 bytes of IP).
+func icmp6Unreachable(cv *convgen.Conv, code uint8) {
+	for i := len(cv.Pkts) - 1; i >= 0; i-- {
+		if cv.Pkts[i].Dir == 0 {
+			d := cv.Pkts[i].Data[14:]
+			icmp6Packet(cv, 1, layers.ICMPv6TypeDestinationUnreachable, code, append([]byte{0, 0, 0, 0}, d[:min(len(d), 64)]...))
+			return
+		}
+	}
+}
+
+// outcome is what one router did with one packet (by its key).
 type outcome struct {
 	class   string // nflog prefix / Warpflow port; "" when it saw no class
 	dropped bool
@@ -386,76 +489,167 @@ type outcome struct {
 	ckErr   string
 }
 
+// ipHeader returns an Ethernet frame's IP packet (v4 or v6), or nil.
+func ipHeader(p []byte) []byte {
+	if len(p) < 14 {
+		return nil
+	}
+	switch binary.BigEndian.Uint16(p[12:]) {
+	case 0x0800:
+		if len(p) >= 34 && p[14]>>4 == 4 {
+			return p[14:]
+		}
+	case 0x86dd:
+		if len(p) >= 54 && p[14]>>4 == 6 {
+			return p[14:]
+		}
+	}
+	return nil
+}
+
+// keyOf returns the key of the IP packet ip (see v6Key).
+func keyOf(ip []byte) (uint32, bool) {
+	switch {
+	case len(ip) >= 20 && ip[0]>>4 == 4:
+		return uint32(binary.BigEndian.Uint16(ip[4:])), true
+	case len(ip) >= 40 && ip[0]>>4 == 6:
+		return v6Key | binary.BigEndian.Uint32(ip[0:4])&0xfffff, true
+	}
+	return 0, false
+}
+
+// l4Of walks an IP packet's headers to its L4 header: the protocol, the
+// offset, whether it is a later fragment (no L4 header) or a fragment at
+// all. ok is false when the headers do not fit.
+func l4Of(ip []byte) (proto uint8, off int, later, frag, ok bool) {
+	if ip[0]>>4 == 4 {
+		fo := binary.BigEndian.Uint16(ip[6:])
+		return ip[9], int(ip[0]&15) * 4, fo&0x1fff != 0, fo&0x3fff != 0, true
+	}
+	nh, off := ip[6], 40
+	for {
+		switch nh {
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			if off+8 > len(ip) {
+				return 0, 0, false, false, false
+			}
+			nh, off = ip[off], off+(int(ip[off+1])+1)*8
+		case 44: // fragment
+			if off+8 > len(ip) {
+				return 0, 0, false, false, false
+			}
+			fo := binary.BigEndian.Uint16(ip[off+2:])
+			later, frag = fo>>3 != 0, true
+			nh, off = ip[off], off+8
+		default:
+			return nh, off, later, frag, off <= len(ip)
+		}
+	}
+}
+
+// ipPayload is an IP packet's payload length by its header (IPv6: with
+// its extension headers).
 func ipPayload(p []byte) int {
-	ip := p[14:]
+	ip := ipHeader(p)
+	if ip == nil {
+		return 0
+	}
+	if ip[0]>>4 == 6 {
+		return int(binary.BigEndian.Uint16(ip[4:]))
+	}
 	return int(binary.BigEndian.Uint16(ip[2:])) - int(ip[0]&15)*4
 }
 
-// tupleOf returns an IPv4 frame's id and tuple; later says it is a later
+// tupleOf returns a frame's key and tuple; later says it is a later
 // fragment (no ports: its datagram's tuple is its first fragment's).
-func tupleOf(p []byte) (id uint16, tuple string, later, ok bool) {
-	if len(p) < 34 || binary.BigEndian.Uint16(p[12:]) != 0x0800 {
+func tupleOf(p []byte) (key uint32, tuple string, later, ok bool) {
+	ip := ipHeader(p)
+	if ip == nil {
 		return 0, "", false, false
 	}
-	ip := p[14:]
-	ihl := int(ip[0]&15) * 4
-	src, dst := netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	key, _ = keyOf(ip)
+	var src, dst netip.Addr
+	if ip[0]>>4 == 4 {
+		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	} else {
+		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+	}
+	proto, off, later, _, hok := l4Of(ip)
 	var sp, dp uint16
-	if binary.BigEndian.Uint16(ip[6:])&0x1fff == 0 && len(ip) >= ihl+8 {
-		switch ip[9] {
+	if hok && !later && len(ip) >= off+8 {
+		switch proto {
 		case 6, 17:
-			sp, dp = binary.BigEndian.Uint16(ip[ihl:]), binary.BigEndian.Uint16(ip[ihl+2:])
-		case 1:
-			sp = binary.BigEndian.Uint16(ip[ihl+4:])
+			sp, dp = binary.BigEndian.Uint16(ip[off:]), binary.BigEndian.Uint16(ip[off+2:])
+		case 1, 58:
+			sp = binary.BigEndian.Uint16(ip[off+4:])
 		}
 	}
-	later = binary.BigEndian.Uint16(ip[6:])&0x1fff != 0
-	return binary.BigEndian.Uint16(ip[4:]), fmt.Sprintf("%v:%d > %v:%d", src, sp, dst, dp), later, true
+	return key, fmt.Sprintf("%v:%d > %v:%d", src, sp, dst, dp), later, true
 }
 
-// checksumErr verifies an IPv4 packet's header and L4 checksums (not for
-// fragments' L4, which covers the whole datagram).
+func sum16(b []byte, s uint32) uint32 {
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	return s
+}
+
+func fold16(s uint32) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
+
+// checksumErr verifies an IP packet's header (IPv4) and L4 checksums (not
+// for fragments' L4, which covers the whole datagram).
 func checksumErr(p []byte) string {
-	ip := p[14:]
-	ihl := int(ip[0]&15) * 4
-	tot := int(binary.BigEndian.Uint16(ip[2:]))
+	ip := ipHeader(p)
+	if ip == nil {
+		return ""
+	}
+	v6 := ip[0]>>4 == 6
+	var tot int
+	if v6 {
+		tot = 40 + int(binary.BigEndian.Uint16(ip[4:]))
+	} else {
+		tot = int(binary.BigEndian.Uint16(ip[2:]))
+	}
 	if tot > len(ip) {
 		return "truncated"
 	}
-	sum := func(b []byte, s uint32) uint32 {
-		for i := 0; i+1 < len(b); i += 2 {
-			s += uint32(b[i])<<8 | uint32(b[i+1])
-		}
-		if len(b)%2 == 1 {
-			s += uint32(b[len(b)-1]) << 8
-		}
-		return s
-	}
-	fold := func(s uint32) uint16 {
-		for s>>16 != 0 {
-			s = s&0xffff + s>>16
-		}
-		return uint16(s)
-	}
-	if fold(sum(ip[:ihl], 0)) != 0xffff {
+	if !v6 && fold16(sum16(ip[:int(ip[0]&15)*4], 0)) != 0xffff {
 		return "bad IP header checksum"
 	}
-	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+	proto, off, _, frag, ok := l4Of(ip[:tot])
+	if !ok || frag {
 		return ""
 	}
-	seg := ip[ihl:tot]
-	switch ip[9] {
+	seg := ip[off:tot]
+	var pseudo uint32
+	if v6 {
+		pseudo = sum16(ip[8:40], uint32(proto)+uint32(len(seg)))
+	} else {
+		pseudo = sum16(ip[12:20], uint32(proto)+uint32(len(seg)))
+	}
+	switch proto {
 	case 6, 17:
-		if ip[9] == 17 && binary.BigEndian.Uint16(seg[6:]) == 0 {
+		if len(seg) < 8 || proto == 17 && !v6 && binary.BigEndian.Uint16(seg[6:]) == 0 {
 			return ""
 		}
-		s := sum(ip[12:20], uint32(ip[9])+uint32(len(seg)))
-		if fold(sum(seg, s)) != 0xffff {
-			return fmt.Sprintf("bad L4 checksum (proto %d)", ip[9])
+		if fold16(sum16(seg, pseudo)) != 0xffff {
+			return fmt.Sprintf("bad L4 checksum (proto %d)", proto)
 		}
 	case 1:
-		if fold(sum(seg, 0)) != 0xffff {
+		if fold16(sum16(seg, 0)) != 0xffff {
 			return "bad ICMP checksum"
+		}
+	case 58:
+		if fold16(sum16(seg, pseudo)) != 0xffff {
+			return "bad ICMPv6 checksum"
 		}
 	}
 	return ""
@@ -490,10 +684,10 @@ func readPcap(t *testing.T, path string) [][]byte {
 }
 
 // nflogRecords reads an NFLOG capture (LINKTYPE_NFLOG): per record, the
-// prefix (TLV 10) and the packet's IP id (from the payload, TLV 9).
-func nflogRecords(t *testing.T, path string) map[uint16][]string {
+// prefix (TLV 10) and the packet's key (from the payload, TLV 9).
+func nflogRecords(t *testing.T, path string) map[uint32][]string {
 	t.Helper()
-	out := map[uint16][]string{}
+	out := map[uint32][]string{}
 	for _, rec := range readPcap(t, path) {
 		if len(rec) < 4 {
 			continue
@@ -514,9 +708,8 @@ func nflogRecords(t *testing.T, path string) map[uint16][]string {
 			}
 			b = b[(l+3)&^3:]
 		}
-		if len(payload) >= 20 && payload[0]>>4 == 4 {
-			id := binary.BigEndian.Uint16(payload[4:])
-			out[id] = append(out[id], prefix)
+		if key, ok := keyOf(payload); ok {
+			out[key] = append(out[key], prefix)
 		}
 	}
 	return out
@@ -545,7 +738,7 @@ func (s *memSink) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 // warpflow runs the capture through pipelineYAML (the in-process replay,
 // what warpctl replay does) and returns each packet's outcome by IP id,
 // and the TCP flows' states at the end.
-func warpflow(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]string) {
+func warpflow(t *testing.T, capture []byte) (map[uint32]*outcome, map[string]string) {
 	t.Helper()
 	g, err := pipelines.Load("oracle.yaml", []byte(pipelineYAML))
 	if err != nil {
@@ -574,7 +767,7 @@ func warpflow(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]str
 	if err := e.Run(nil); err != nil {
 		t.Fatal(err)
 	}
-	res := map[uint16]*outcome{}
+	res := map[uint32]*outcome{}
 	for class, s := range sinks {
 		for _, p := range s.pkts {
 			id, tuple, later, ok := tupleOf(p)
@@ -612,7 +805,7 @@ func warpflow(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]str
 
 // linux sends the capture through the router and returns each packet's
 // outcome by IP id, and the router's TCP flows' states.
-func linux(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]string) {
+func linux(t *testing.T, capture []byte) (map[uint32]*outcome, map[string]string) {
 	t.Helper()
 	r, tr := topology(t)
 	dir := t.TempDir()
@@ -621,7 +814,7 @@ func linux(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]string
 		t.Fatal(err)
 	}
 	cache := filepath.Join(dir, "in.cache")
-	sh(t, "", "tcpprep", "-c", "10.0.0.0/8", "-i", in, "-o", cache)
+	sh(t, "", "tcpprep", "-c", "10.0.0.0/8,"+clients6, "-i", in, "-o", cache)
 	logRec := record(t, r, "nflog:1", filepath.Join(dir, "nflog.pcap"))
 	// Both ways on a0 and b0; what the router sent is the frames to their
 	// own MACs (tcpreplay's go to the router's).
@@ -633,7 +826,7 @@ func linux(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]string
 	for _, rec := range []*recorder{logRec, aRec, bRec} {
 		rec.stop(t)
 	}
-	res := map[uint16]*outcome{}
+	res := map[uint32]*outcome{}
 	for id, prefixes := range nflogRecords(t, logRec.file) {
 		res[id] = &outcome{class: prefixes[0], dropped: prefixes[0] == "inv" || prefixes[0] == "blk"}
 	}
@@ -664,9 +857,13 @@ func linux(t *testing.T, capture []byte) (map[uint16]*outcome, map[string]string
 	}
 	states := map[string]string{}
 	if _, err := exec.LookPath("conntrack"); err == nil {
-		out := sh(t, r, "conntrack", "-L", "-p", "tcp")
+		out := sh(t, r, "conntrack", "-L", "-f", "ipv4", "-p", "tcp") + sh(t, r, "conntrack", "-L", "-f", "ipv6", "-p", "tcp")
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
+			// "ipv6 10 tcp 6 ..." with -f ipv6, "tcp 6 ..." for IPv4
+			if len(f) > 2 && f[0] == "ipv6" {
+				f = f[2:]
+			}
 			if len(f) < 8 || f[0] != "tcp" {
 				continue
 			}
@@ -693,10 +890,10 @@ func explained(k kind, lx, wf *outcome) string {
 		// Shallow reassembly cannot hold a later fragment until its first
 		// arrives (a stage cannot keep a frame across batches): it drops
 		// it as frag_no_first, and forwards the other two; Linux
-		// reassembles first and forwards it all. (Its NFLOG record of
-		// this datagram is missing, the in-order one's is there; we did
-		// not find out why. The forwarded datagram shows that the
-		// forward chain accepted it.) Full mode would reassemble.
+		// reassembles first and forwards it all. Full mode would
+		// reassemble. (The log rules flush every record at once,
+		// queue-threshold 1: NFLOG's default batching held the last
+		// records of a run back past the end of the capture.)
 		if !lx.dropped && lx.payload == datagram && !wf.dropped && wf.class == "new_o" && wf.payload == datagram-400 {
 			return "shallow reassembly drops a later fragment that comes before its first (frag_no_first); Linux reassembles"
 		}
@@ -718,56 +915,91 @@ func explained(k kind, lx, wf *outcome) string {
 	return ""
 }
 
-// TestNetfilterOracle sends the same conversations through Linux's
-// conntrack and NAT and through Warpflow's, and compares each packet's
-// verdict, ct state and direction, and translation (addresses and ports),
-// and the TCP flows' states at the end. Every output checksum must be
-// valid. Each difference must be explained (explained above) or the test
-// fails.
+// TestNetfilterOracle sends the same conversations, IPv4 and IPv6,
+// through Linux's conntrack and NAT and through Warpflow's, and compares
+// each packet's verdict, ct state and direction, and translation
+// (addresses and ports), and the TCP flows' states at the end. Every
+// output checksum must be valid. Each difference must be explained
+// (explained above) or the test fails.
 func TestNetfilterOracle(t *testing.T) {
 	requireTools(t)
 	pkts, kinds := conversations()
+	classes, v6 := compareRouters(t, pkts, kinds, explained)
+	for _, want := range []string{"new_o", "est_o", "est_r", "rel_r", "inv", "blk", "untr"} {
+		if classes[want] == 0 {
+			t.Errorf("the conversations never produced class %s: the test is weaker than it says", want)
+		}
+	}
+	for _, want := range []string{"new_o", "est_o", "est_r", "rel_r", "inv", "untr"} {
+		if v6[want] == 0 {
+			t.Errorf("the IPv6 conversations never produced class %s: the test is weaker than it says", want)
+		}
+	}
+}
+
+// compareRouters sends pkts through both routers and fails the test on
+// every difference that why does not explain. It returns the classes
+// Warpflow gave, all and IPv6 only.
+func compareRouters(t *testing.T, pkts []convgen.Packet, kinds map[uint32]kind, why func(kind, *outcome, *outcome) string) (classes, v6 map[string]int) {
+	t.Helper()
 	capture := convgen.Pcap(pkts, time.Unix(1700000000, 0))
 	wf, wfStates := warpflow(t, capture)
 	lx, lxStates := linux(t, capture)
 
-	ids := make([]int, 0, len(kinds))
-	for id := range kinds {
-		ids = append(ids, int(id))
+	keys := make([]uint32, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k)
 	}
-	sort.Ints(ids)
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	var diffs, explainedDiffs []string
-	classes := map[string]int{}
-	for _, i := range ids {
-		id := uint16(i)
+	classes, v6 = map[string]int{}, map[string]int{}
+	for _, id := range keys {
 		k := kinds[id]
 		l, w := lx[id], wf[id]
 		if l == nil {
 			l = &outcome{dropped: true, class: "(none: dropped before the forward chain)"}
 		}
 		if w == nil {
-			w = &outcome{dropped: true, class: "blk"} // the only drop in the pipeline
+			// Not transmitted: dropped by a drop edge (drop:blk, or one
+			// of reassemble's), which the test cannot tell apart.
+			w = &outcome{dropped: true, class: "drop"}
+			if l.class == "blk" {
+				w.class = "blk"
+			}
 		}
 		classes[w.class]++
+		if id&v6Key != 0 {
+			v6[w.class]++
+		}
 		for _, o := range []*outcome{l, w} {
 			if o.ckErr != "" {
-				diffs = append(diffs, fmt.Sprintf("packet %d (%s): an output checksum is wrong: %s", id, k.conv, o.ckErr))
+				diffs = append(diffs, fmt.Sprintf("packet %#x (%s): an output checksum is wrong: %s", id, k.conv, o.ckErr))
 			}
 		}
 		same := l.class == w.class && l.dropped == w.dropped && (l.dropped || l.tuple == w.tuple && l.payload == w.payload)
 		if same {
 			continue
 		}
-		d := fmt.Sprintf("packet %d (%s %s): linux %s dropped=%v %q %d B, warpflow %s dropped=%v %q %d B",
-			id, k.conv, k.frag, l.class, l.dropped, l.tuple, l.payload, w.class, w.dropped, w.tuple, w.payload)
-		if why := explained(k, l, w); why != "" {
+		d := fmt.Sprintf("packet %#x (%s #%d %s): linux %s dropped=%v %q %d B, warpflow %s dropped=%v %q %d B",
+			id, k.conv, k.index, k.frag, l.class, l.dropped, l.tuple, l.payload, w.class, w.dropped, w.tuple, w.payload)
+		if why := why(k, l, w); why != "" {
 			explainedDiffs = append(explainedDiffs, d+": "+why)
 			continue
 		}
 		diffs = append(diffs, d)
 	}
+	gone := map[string]string{} // flows Warpflow dropped by design (kind.noFlow), by conntrack key
+	for _, k := range kinds {
+		if k.noFlow {
+			gone[strings.ReplaceAll(k.in, " > ", ">")] = k.conv
+		}
+	}
 	for key, ls := range lxStates {
 		if ws, ok := wfStates[key]; !ok || ws != ls {
+			if conv, ok := gone[key]; ok && ws == "" {
+				t.Logf("explained: flow %s: linux %s, warpflow none: its packets were dropped by design (%s)", key, ls, conv)
+				continue
+			}
 			diffs = append(diffs, fmt.Sprintf("flow %s: linux %s, warpflow %q", key, ls, ws))
 		}
 	}
@@ -779,16 +1011,12 @@ func TestNetfilterOracle(t *testing.T) {
 	for _, d := range explainedDiffs {
 		t.Logf("explained: %s", d)
 	}
-	t.Logf("%d packets compared; Warpflow's classes %v; %d TCP flows in both tables", len(ids), classes, len(lxStates))
-	for _, want := range []string{"new_o", "est_o", "est_r", "rel_r", "inv", "blk"} {
-		if classes[want] == 0 {
-			t.Errorf("the conversations never produced class %s: the test is weaker than it says", want)
-		}
-	}
+	t.Logf("%d packets compared; Warpflow's classes %v (IPv6 %v); %d TCP flows in both tables", len(keys), classes, v6, len(lxStates))
 	if len(lxStates) == 0 && os.Getenv("CI") == "true" {
 		t.Error("no TCP flows read from the router (conntrack -L): install conntrack")
 	}
 	if len(diffs) > 0 {
 		t.Fatalf("%d unexplained differences from Linux netfilter:\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
+	return classes, v6
 }

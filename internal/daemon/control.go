@@ -328,6 +328,9 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		abort()
 		return rep, control.Errorf(control.ErrRefused, "%v", err)
 	}
+	// Symmetric RSS before any queue runs a stateful plan (rss.go; once
+	// per interface, in kernel_load_ns).
+	d.ensureSymmetricRSS(s.graph)
 	staged := time.Now()
 
 	// Publish: from here on nothing is refused. Only a queue whose engine

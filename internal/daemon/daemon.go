@@ -42,6 +42,7 @@ type Daemon struct {
 	draining   atomic.Bool                   // Run's context ended: /readyz says so (health.go)
 	watch      atomic.Pointer[pipelineWatch] // the pipeline file's watch, while Run runs it (watch.go)
 	off        offloadState                  // the kernel half of the split pipeline (offload.go)
+	rss        rssStates                     // symmetric RSS for stateful stages (rss.go)
 
 	// The control side: the pipeline store and the running pipeline's
 	// name (ctlMu serialises loads, swaps, removes and captures), the
@@ -116,6 +117,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			return nil, fmt.Errorf("interface %s: not found in this network namespace: check the name with `ip link` (run warpflowd in the namespace that has it)", in.Name)
 		}
 	}
+	d.ensureSymmetricRSS(d.graph)
 	outputs := txInterfaces(&cfg, portIface)
 	var inPort uint16
 	for _, in := range cfg.Interfaces {
@@ -544,6 +546,7 @@ func (d *Daemon) Close() error {
 				errs = append(errs, fmt.Errorf("detach from %s: %w", n, err))
 			}
 		}
+		d.restoreRSS()
 	})
 	return errors.Join(errs...)
 }

@@ -119,6 +119,16 @@ func TestLiveConntrack(t *testing.T) {
 		t.Fatalf("tcpreplay sent %d of %d", got, n)
 	}
 	st := statsAfterReplay(t, c, n)
+	// The stateful pipeline asked for a symmetric RSS key on the
+	// receiving veth, which has no RSS: stats says so.
+	if len(st.RSS) == 0 {
+		t.Fatal("stats has no rss outcome for a stateful pipeline's receiving interface")
+	}
+	for _, r := range st.RSS {
+		if r.Result != "unsupported" || !strings.Contains(r.Detail, "veth") {
+			t.Fatalf("rss on the lab's veth: %+v, want unsupported", r)
+		}
+	}
 	if n := dropped(st.Totals, "invalid"); n != 0 {
 		t.Fatalf("%d packets invalid: a flow's entry was lost", n)
 	}

@@ -35,6 +35,7 @@ func (d *Daemon) Stats() Stats {
 		s.Capture = &ci
 	}
 	s.Watch = d.watchStats()
+	s.RSS = d.rssStats()
 	for _, qq := range d.queues {
 		qs := d.queueStats(qq)
 		s.Queues = append(s.Queues, qs)

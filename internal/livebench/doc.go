@@ -25,6 +25,13 @@
 //     plus tx_queue_0_xdp_xmit_errors, the frames dp0's ring refused) and
 //     what reached dp0's XDP program (rx_queue_0_xdp_packets).
 //
+// The stateful mode (stateful.go) puts warpflowd, running parse,
+// conntrack, a ct filter and SNAT out of dp1, beside the kernel as an
+// nftables router doing the same (peer nftables), from internal/gen's
+// AF_XDP engine; its figure is what reached sink0 (sink0's XDP drop
+// program's rx_queue_0_xdp_packets), with the router namespace's IP
+// InReceives and ForwDatagrams beside it.
+//
 // The tools' own reports are kept for the record (warpflowd's final stats
 // line, testpmd's forward statistics) but never used as a rate: testpmd's
 // TX counters on veth are wrong, and a tool counting itself is not a

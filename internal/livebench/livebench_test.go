@@ -1,6 +1,7 @@
 package livebench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -173,5 +174,54 @@ func TestParseCPU(t *testing.T) {
 	}
 	if _, err := parseCPU(stat, 2); err == nil {
 		t.Error("cpu2: no error")
+	}
+}
+
+// TestParseSNMP reads the IP counters the stateful mode records from a
+// /proc/net/snmp of kernel 6.x, and refuses a mangled one.
+func TestParseSNMP(t *testing.T) {
+	snmp := `Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout ReasmReqds ReasmOKs ReasmFails FragOKs FragFails FragCreates OutTransmits
+Ip: 1 64 383979 0 0 383970 0 0 9 383979 0 0 0 0 0 0 0 0 0 383979
+Icmp: InMsgs InErrors
+Icmp: 0 0
+`
+	c, err := parseSNMP(snmp)
+	if err != nil || c.InReceives != 383979 || c.ForwDatagrams != 383970 {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	for _, bad := range []string{"", "Ip: InReceives\n", "Ip: InReceives ForwDatagrams\nIp: 1\n", "Ip: InReceives ForwDatagrams\nIp: x 2\n", "Ip: A B\nIp: 1 2\n"} {
+		if c, err := parseSNMP(bad); err == nil {
+			t.Errorf("%q: %+v, want an error", bad, c)
+		}
+	}
+}
+
+// TestStatefulCases: the stateful mode runs warpflowd beside the nftables
+// router only (not testpmd, not a before-binary), and its comparison has
+// no target.
+func TestStatefulCases(t *testing.T) {
+	o := DefaultOptions()
+	o.Modes, o.Before = []Mode{Stateful}, "/bin/true"
+	cs := o.cases(SetupThreaded)
+	var peers []string
+	for _, c := range cs {
+		if c.Mode != "stateful" {
+			t.Fatalf("case %v", c)
+		}
+		peers = append(peers, c.Load+" "+c.Peer)
+	}
+	if want := []string{"controlled warpflow", "controlled nftables", "flood warpflow", "flood nftables"}; !slices.Equal(peers, want) {
+		t.Fatalf("cases %v, want %v", peers, want)
+	}
+	if m, err := ParseMode("stateful"); err != nil || m != Stateful {
+		t.Fatalf("ParseMode: %v %v", m, err)
+	}
+	crs := []CaseResult{
+		{Case: cs[2], Samples: []Sample{{Rate: 2}}, Median: 2},
+		{Case: cs[3], Samples: []Sample{{Rate: 1}}, Median: 1},
+	}
+	ts := judge(crs)
+	if len(ts) != 1 || ts[0].Want != 0 || ts[0].Ratio != 2 || TargetRate(crs, crs[0]) != 0 {
+		t.Fatalf("targets %+v", ts)
 	}
 }

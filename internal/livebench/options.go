@@ -20,8 +20,9 @@ var (
 type Mode int
 
 const (
-	RXOnly  Mode = iota // receive and drop
-	MacSwap             // swap the MACs, transmit back out of dp0
+	RXOnly   Mode = iota // receive and drop
+	MacSwap              // swap the MACs, transmit back out of dp0
+	Stateful             // conntrack, ct filter, SNAT, out of dp1 to the sink (stateful.go)
 )
 
 func (m Mode) String() string {
@@ -30,6 +31,8 @@ func (m Mode) String() string {
 		return "rxonly"
 	case MacSwap:
 		return "macswap"
+	case Stateful:
+		return "stateful"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -41,8 +44,10 @@ func ParseMode(s string) (Mode, error) {
 		return RXOnly, nil
 	case "macswap":
 		return MacSwap, nil
+	case "stateful":
+		return Stateful, nil
 	}
-	return 0, fmt.Errorf("mode %q: want rxonly or macswap", s)
+	return 0, fmt.Errorf("mode %q: want rxonly, macswap or stateful", s)
 }
 
 // Setup names.
@@ -160,8 +165,9 @@ func (o Options) validate() error {
 	if o.ControlledRate <= 0 || o.ControlledBurst < 1 || o.FloodRate < 0 {
 		errs = append(errs, fmt.Errorf("controlled rate %g (burst %d), flood rate %g: want a positive controlled rate and burst, flood >= 0", o.ControlledRate, o.ControlledBurst, o.FloodRate))
 	}
-	if o.Flows < 1 {
-		errs = append(errs, fmt.Errorf("flows %d: want at least 1", o.Flows))
+	if o.Flows < 1 || o.Flows > 65536-1024 {
+		// The flows are UDP source ports 1024 up (measure).
+		errs = append(errs, fmt.Errorf("flows %d: want 1 to %d (UDP source ports 1024 up)", o.Flows, 65536-1024))
 	}
 	if o.Warpflowd == "" {
 		errs = append(errs, errors.New("no warpflowd binary"))

@@ -171,8 +171,14 @@ func (w *warpflowd) start(ctx context.Context, mode Mode) error {
 	pipe := filepath.Join(w.dir, "bench-"+mode.String()+".yaml")
 	src := rxdropPipeline
 	ports := ""
-	if mode == MacSwap {
+	extra := "" // interfaces beside dp0
+	switch mode {
+	case MacSwap:
 		src, ports = macswapPipeline, "ports: {out0: dp0}\n"
+	case Stateful:
+		// Out of dp1 to the sink (stateful.go).
+		src, ports = statefulPipeline, "ports: {out0: "+lab.DP1Iface+"}\n"
+		extra = "  - {name: " + lab.DP1Iface + ", receive: false}\n"
 	}
 	if err := os.WriteFile(pipe, src, 0o644); err != nil {
 		return err
@@ -181,12 +187,12 @@ func (w *warpflowd) start(ctx context.Context, mode Mode) error {
 	cfg := fmt.Sprintf(`pipeline: %s
 interfaces:
   - {name: %s, attach: native, bind: auto}
-%sumem: {frames: %d, frame_size: 2048}
+%s%sumem: {frames: %d, frame_size: 2048}
 rings: {rx: %d, tx: %d, fill: %d, completion: %d}
 workers_per_queue: 0
 cpus: [%d]
 stats_interval: 0s
-`, pipe, lab.DP0Iface, ports, r.Frames, r.RX, r.TX, r.Fill, r.Completion, w.cpu)
+`, pipe, lab.DP0Iface, extra, ports, r.Frames, r.RX, r.TX, r.Fill, r.Completion, w.cpu)
 	path := filepath.Join(w.dir, "warpflowd-"+mode.String()+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err

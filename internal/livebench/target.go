@@ -4,8 +4,8 @@ package livebench
 // warpflow in setup A 1.5x testpmd's median, warpflow's flood in setup B
 // 0.7x its best controlled-load sample.
 func TargetRate(crs []CaseResult, c CaseResult) float64 {
-	if c.Peer != PeerWarpflow {
-		return 0
+	if c.Peer != PeerWarpflow || c.Mode == Stateful.String() {
+		return 0 // the stateful mode is compared with the kernel, no target
 	}
 	switch {
 	case c.Setup == SetupDefault:

@@ -1,0 +1,28 @@
+//go:build amd64 || arm64
+
+package pipelines
+
+// The conntrack stage's prefetches (prefetch_*.s): a hint to the CPU to
+// bring a cache line in, which retires at once. A plain load of the same
+// line would do the fetching too, but it holds up the reorder buffer
+// until its data arrives: spread over the tracking loop, a few hundred
+// instructions after it the core stalls for the rest of the miss, so
+// loads can only overlap misses with each other (the warm pass), never
+// with the tracking of other packets. A prefetch lets a packet's misses
+// run under the tracking of the packets before it.
+
+// prefetchSlot prefetches the cache line of index slot *p.
+//
+//go:noescape
+func prefetchSlot(p *uint64)
+
+// prefetchEntry prefetches the first two cache lines of entry *p (an
+// entry spans two, or three when it starts in a line's last 28 bytes:
+// the third holds the reply direction's window, and a plain load of it
+// comes later anyway).
+//
+//go:noescape
+func prefetchEntry(p *ctEntry)
+
+// havePrefetch says the prefetches are real.
+const havePrefetch = true
