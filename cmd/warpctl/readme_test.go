@@ -163,7 +163,7 @@ var readmeChecks = []readmeCheck{
 	{block: "stateful", cmd: "conntrack list --sport 1024", want: []string{`(?m)^1 matched`, `udp\s+198\.18\.0\.1:1024 > 198\.19\.0\.1:9\s+198\.19\.0\.1:9 > 198\.19\.0\.2:\d+\s+unreplied snat`}},
 	{block: "stateful", cmd: `stats --json`, want: []string{`"interface":\s*"dp0"`, `"result":\s*"unsupported"`}},
 	{block: "stateful", cmd: "conntrack flush --all", want: []string{`flushed 1000 flows of ct \(0 left\)`}},
-	{block: "stateful", cmd: "^kill %1", want: []string{`msg="final stats" .*balanced=true drops=map\[\]`, `msg="stopped cleanly"`}},
+	{block: "stateful", cmd: "^kill %1", want: []string{`msg="final stats" .* dropped=0 passed=0 xdp_dropped=0 xdp_passed=0 balanced=true `, `msg="stopped cleanly"`}},
 	{block: "stateful", cmd: "lab down", want: []string{`lab wf removed`}},
 }
 
