@@ -327,9 +327,13 @@ func (e *Engine) stageValuesLocked(p, prev *plan, i int, live bool) []counters.V
 		}
 		for k := range pl.samples {
 			if pl.samples[k].info.Stage == name {
-				kept := pl.samples[k].kept
+				// Live, the I/O loop owns kept and publishes it; only a
+				// stopped engine's may be read directly.
+				var kept uint64
 				if live {
 					kept = pl.samplePub[k].kept.Load()
+				} else {
+					kept = pl.samples[k].kept
 				}
 				vals[pipelines.SampleKept].Value += kept
 			}
