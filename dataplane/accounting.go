@@ -1,70 +1,91 @@
 package dataplane
 
 import (
-	"runtime"
 	"sync/atomic"
 
 	"github.com/warpflow/warpflow/rings"
 )
 
 // FrameAccount says where every frame of an engine's arena is, one count
-// per place. At any moment each frame is in exactly one place, so at
-// quiescence Total equals the arena's frame count. The counts come from the
+// per place. At any moment each frame is in exactly one place, so Total
+// equals the arena's frame count (in every Engine.Stats: the places are
+// read as of one publication of the I/O loop). The counts come from the
 // engine's own counters and from ports' ring indices, never from a walk
 // over the frames, so an account is cheap enough to export with every
-// stats scrape.
+// stats scrape. FramePlaces lists the places with their names: everything
+// that prints or exports an account iterates it.
 type FrameAccount struct {
-	// Free frames are on the arena's free stack.
-	Free int `json:"free"`
-	// Fill frames are on an input's fill ring: given to the kernel to
-	// receive into, not yet taken by it.
-	Fill int `json:"fill"`
-	// KernelRX frames were taken by the kernel from the fill ring and are
-	// not yet on the RX ring (being received into, or waiting).
-	KernelRX int `json:"kernel_rx"`
-	// RX frames are on an RX ring, not yet received by the engine.
-	RX int `json:"rx"`
-	// Port frames are in a port's own store: a port's private free list,
-	// a preloaded capture's frames at home.
-	Port int `json:"port"`
-	// Engine frames are the engine's: in the batch being received into, in
-	// an executor slot, or being completed (the "worker" place).
-	Engine int `json:"engine"`
-	// TX frames are on a TX ring, not yet taken by the kernel.
-	TX int `json:"tx"`
-	// KernelTX frames were taken by the kernel from the TX ring and are not
-	// yet on the completion ring.
-	KernelTX int `json:"kernel_tx"`
-	// Completion frames are on a completion ring, not yet taken back.
+	Free       int `json:"free"`
+	Fill       int `json:"fill"`
+	KernelRX   int `json:"kernel_rx"`
+	RX         int `json:"rx"`
+	Port       int `json:"port"`
+	Engine     int `json:"engine"`
+	TX         int `json:"tx"`
+	KernelTX   int `json:"kernel_tx"`
 	Completion int `json:"completion"`
-	// Output frames are held by a Completer output that does not report
-	// its own places (the engine's count of accepted minus completed).
-	Output int `json:"output"`
-	// Lost frames were never given back by a Completer that does not
-	// report its places within Options.DrainTimeout. (A reporting port
-	// keeps counting the ones it still holds in its own places.)
-	Lost int `json:"lost"`
-	// Unreported is the rest when the input port does not report its
-	// places (a replay port): the arena's frames minus every count above,
-	// that is, what the input holds by its own means. It is zero when the
-	// input reports.
+	Output     int `json:"output"`
+	Lost       int `json:"lost"`
 	Unreported int `json:"unreported"`
 }
 
+// FramePlace is one place a frame can be: its name (FrameAccount's JSON
+// key), what it means and its count in an account.
+type FramePlace struct {
+	Name string
+	Help string
+	of   func(*FrameAccount) *int
+}
+
+// Frames is the place's count in a.
+func (p FramePlace) Frames(a *FrameAccount) int { return *p.of(a) }
+
+// framePlaces is the one list of places, in the order frames go round.
+var framePlaces = [...]FramePlace{
+	{"free", "on the arena's free stack", func(a *FrameAccount) *int { return &a.Free }},
+	{"fill", "on an input's fill ring: given to the kernel to receive into, not yet taken", func(a *FrameAccount) *int { return &a.Fill }},
+	{"kernel_rx", "taken by the kernel from the fill ring, not yet on the RX ring (being received into, or waiting)", func(a *FrameAccount) *int { return &a.KernelRX }},
+	{"rx", "on an RX ring, not yet received by the engine", func(a *FrameAccount) *int { return &a.RX }},
+	{"port", "in a port's own store (its private free list, a preloaded capture's frames at home)", func(a *FrameAccount) *int { return &a.Port }},
+	{"engine", "the engine's: in the batch being received into, in an executor slot, or being completed", func(a *FrameAccount) *int { return &a.Engine }},
+	{"tx", "on a TX ring, not yet taken by the kernel", func(a *FrameAccount) *int { return &a.TX }},
+	{"kernel_tx", "taken by the kernel from the TX ring, not yet on the completion ring", func(a *FrameAccount) *int { return &a.KernelTX }},
+	{"completion", "on a completion ring, not yet taken back", func(a *FrameAccount) *int { return &a.Completion }},
+	{"output", "held by a Completer output that does not report its own places (accepted minus completed)", func(a *FrameAccount) *int { return &a.Output }},
+	{"lost", "never given back by a Completer within Options.DrainTimeout (a reporting port keeps counting its own in its places)", func(a *FrameAccount) *int { return &a.Lost }},
+	{"unreported", "held by an input that does not report its places (a replay port): the arena's frames minus every place above", func(a *FrameAccount) *int { return &a.Unreported }},
+}
+
+// FramePlaces lists every place a frame can be, in the order frames go
+// round.
+func FramePlaces() []FramePlace { return framePlaces[:] }
+
 // Total is the sum over every place.
 func (a FrameAccount) Total() int {
-	return a.Free + a.Fill + a.KernelRX + a.RX + a.Port + a.Engine + a.TX + a.KernelTX + a.Completion + a.Output + a.Lost + a.Unreported
+	n := 0
+	for _, p := range framePlaces {
+		n += p.Frames(&a)
+	}
+	return n
 }
 
 // FrameReporter is a port that reports where the frames it holds are (an
 // AF_XDP port: fill, kernel, RX, TX and completion, from its rings'
-// producer and consumer indices and its own counters). FramePlaces adds its
-// counts to acct (it never overwrites a field: two ports may share one
-// account). It is called from any goroutine while the engine runs, so it
-// reads only atomics; a count read while frames move may be off by the
-// frames in transit, and is exact once the port is quiescent. It must not
-// walk frames or allocate.
+// producer and consumer indices).
+//
+// The I/O loop calls PublishPlaces at every publication, inside the
+// engine's sequence count: the port stores the ring indices the I/O loop
+// writes itself (the fill and TX producers, the RX and completion
+// consumers) where FramePlaces reads them. FramePlaces, called from any
+// goroutine within the same sequence, adds the port's counts to acct
+// (never overwriting a field: two ports may share one account) from those
+// published indices and the kernel's, each read once, downstream first
+// and held between its published neighbours, so that no count is ever
+// negative and the port's counts sum to what it held at the publication:
+// the account sums to the arena's frame count exactly. Neither may walk
+// frames or allocate.
 type FrameReporter interface {
+	PublishPlaces()
 	FramePlaces(acct *FrameAccount)
 }
 
@@ -88,8 +109,8 @@ type FrameTracker interface {
 	TrackFrames(t *rings.Tracker) (home rings.Owner)
 }
 
-// published is what the I/O loop publishes for other goroutines (Frames,
-// Snapshot): single-writer atomics under a sequence count, so a reader
+// published is what the I/O loop publishes for other goroutines (Stats):
+// single-writer atomics under a sequence count, so a reader
 // gets one consistent batch boundary without a lock. The writer makes seq
 // odd, stores, and makes it even again; a reader retries while seq is odd
 // or changed under it.
@@ -104,7 +125,8 @@ type published struct {
 	passPackets, passBytes  atomic.Uint64
 	batches, execFull       atomic.Uint64
 	// The per-port and per-reason counters are the layout's (layout.txPackets
-	// ...), published with it: Engine.layPtr, stored inside the sequence.
+	// ...), published with it: Engine.layPtr, stored inside the sequence;
+	// so are the reporting ports' ring indices (FrameReporter).
 	_ [cacheLinePad]byte
 }
 
@@ -148,8 +170,7 @@ func storeIfChanged(c *atomic.Uint64, v uint64) {
 }
 
 // publish stores the I/O loop's counts for readers on other goroutines
-// (Frames, Snapshot), under the sequence count. I/O loop only; never per
-// packet.
+// (Stats), under the sequence count. I/O loop only; never per packet.
 func (e *Engine) publish() {
 	p := &e.pub
 	c := &e.counts
@@ -180,6 +201,9 @@ func (e *Engine) publish() {
 	if e.layPtr.Load() != l {
 		e.layPtr.Store(l)
 	}
+	for _, r := range e.reporters {
+		r.PublishPlaces()
+	}
 	publishSamples(e.cur)
 	publishSamples(e.old)
 	p.seq.Store(s + 2)
@@ -187,15 +211,14 @@ func (e *Engine) publish() {
 	e.pubAt = c.received
 }
 
-// publishSamples stores pl's sampler counts for Engine.Samples. I/O loop
+// publishSamples stores pl's sampler counts for Engine.Stats. I/O loop
 // only (or a plan nothing runs).
 func publishSamples(pl *plan) {
 	if pl == nil {
 		return
 	}
 	for k := range pl.samples {
-		storeIfChanged(&pl.samplePub[k].candidates, pl.samples[k].candidate)
-		storeIfChanged(&pl.samplePub[k].written, pl.samples[k].written)
+		storeIfChanged(&pl.samplePub[k].kept, pl.samples[k].kept)
 	}
 }
 
@@ -224,111 +247,8 @@ func (e *Engine) adoptLayout(l *layout) {
 	e.lay = l
 }
 
-// Snapshot is the engine's verdict counters as of one loop turn: received
-// equals transmitted plus dropped plus passed in every snapshot, because
-// the I/O loop publishes between batches, never inside one.
-type Snapshot struct {
-	Received      uint64 `json:"received"`
-	ReceivedBytes uint64 `json:"received_bytes"`
-	Transmitted   uint64 `json:"transmitted"`
-	Dropped       uint64 `json:"dropped"`
-	Passed        uint64 `json:"passed"`
-	PassedBytes   uint64 `json:"passed_bytes"`
-	// Ports is what each tx port took, in the graph's port order (after a
-	// swap: every port any plan had, in order of first appearance).
-	Ports []PortCount `json:"ports"`
-	// Drops has every reason, in a fixed order (the first graph's reasons,
-	// then the engine's: tx_full, tx_error, internal_no_verdict, pass_full,
-	// pass_error, then reasons later plans added), zeros included, so a
-	// scraper's series are stable.
-	Drops []DropCount `json:"drops"`
-	// Batches is how many batches the engine completed.
-	Batches uint64 `json:"batches"`
-	// ExecutorFull counts loop turns that found every executor slot in
-	// flight (back-pressure from the workers; nothing is lost, the input
-	// waits).
-	ExecutorFull uint64 `json:"executor_full"`
-	// FramesLost is what Completers never gave back (FrameAccount.Lost,
-	// reporting ports included).
-	FramesLost uint64 `json:"frames_lost"`
-}
-
 // engineReasonNames are the engine's drop reasons, in index order.
 var engineReasonNames = [engineReasons]string{reasonTxFull, reasonTxError, reasonNoVerdict, reasonPassFull, reasonPassError}
-
-// Snapshot returns the engine's verdict counters without a lock: safe from
-// any goroutine while the engine runs, it never blocks the I/O loop (it
-// retries while a publication is under way). The counts are at most
-// publishEvery packets old, and exact when the engine rests or has
-// stopped. It allocates the result (control plane only).
-func (e *Engine) Snapshot() Snapshot {
-	var s Snapshot
-	p := &e.pub
-	for {
-		seq := p.seq.Load()
-		if seq&1 != 0 {
-			runtime.Gosched()
-			continue
-		}
-		l := e.layPtr.Load()
-		s.Received, s.ReceivedBytes = p.received.Load(), p.receivedBytes.Load()
-		s.Passed, s.PassedBytes = p.passPackets.Load(), p.passBytes.Load()
-		s.Batches, s.ExecutorFull = p.batches.Load(), p.execFull.Load()
-		s.Transmitted, s.Dropped, s.FramesLost = 0, 0, 0
-		s.Ports = s.Ports[:0]
-		s.Drops = s.Drops[:0]
-		for i, name := range l.ports {
-			s.Ports = append(s.Ports, PortCount{Port: name, Packets: l.txPackets[i].Load(), Bytes: l.txBytes[i].Load()})
-			s.Transmitted += s.Ports[i].Packets
-		}
-		for i, name := range l.reasons {
-			s.Drops = append(s.Drops, DropCount{Reason: name, Packets: l.dropPackets[i].Load(), Bytes: l.dropBytes[i].Load()})
-			s.Dropped += s.Drops[i].Packets
-		}
-		for k := range p.lost {
-			s.FramesLost += uint64(p.lost[k].Load())
-		}
-		if p.seq.Load() == seq {
-			return s
-		}
-	}
-}
-
-// Frames returns where every frame of the engine's arena is now. It is safe
-// from any goroutine while the engine runs and never blocks it. The
-// engine's own places (Free, Engine, Output, Lost) are one consistent
-// snapshot, taken at the end of a loop turn; ports that report their places
-// are read after it, so while frames move between a port and the engine
-// the total may be off by the frames in transit. At quiescence (before Run,
-// after it, or with the loop parked) Total equals the arena's frame count.
-func (e *Engine) Frames() FrameAccount {
-	var a FrameAccount
-	p := &e.pub
-	for {
-		s := p.seq.Load()
-		if s&1 != 0 {
-			runtime.Gosched()
-			continue
-		}
-		a = FrameAccount{Free: int(p.free.Load()), Engine: int(p.engine.Load())}
-		for k := range e.comps {
-			if !e.comps[k].reports {
-				a.Output += int(p.held[k].Load())
-				a.Lost += int(p.lost[k].Load())
-			}
-		}
-		if p.seq.Load() == s {
-			break
-		}
-	}
-	for _, r := range e.reporters {
-		r.FramePlaces(&a)
-	}
-	if !e.inReports {
-		a.Unreported = e.arena.Frames() - a.Total()
-	}
-	return a
-}
 
 // addReporter registers p if it reports its places and is not registered
 // yet.

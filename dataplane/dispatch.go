@@ -183,7 +183,7 @@ func (e *Engine) sample(p *plan, d rings.Desc, mask uint32) {
 		}
 		s.candidate++
 		if keep {
-			s.written++
+			s.kept++
 			s.list = append(s.list, d)
 		}
 	}
@@ -200,12 +200,12 @@ func pickList(s *sampler, descs []rings.Desc, list []uint16) {
 	case s.every:
 		for r := (N - s.candidate%N) % N; r < n; r += N {
 			s.list = append(s.list, descs[list[r]])
-			s.written++
+			s.kept++
 		}
 	case s.candidate < N:
 		for _, i := range list[:min(n, N-s.candidate)] {
 			s.list = append(s.list, descs[i])
-			s.written++
+			s.kept++
 		}
 	}
 	s.candidate += n

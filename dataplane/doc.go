@@ -137,13 +137,16 @@
 // counted as an input drop (oversize, short_link_header), and that every
 // frame came back to the arena.
 //
-// Frames are accounted live as well: Engine.Frames, callable from any
+// Frames are accounted live as well: Engine.Stats, callable from any
 // goroutine while the engine runs, says how many frames are in each place
-// (free, fill ring, kernel RX, RX ring, a port's own store, the engine,
-// TX ring, kernel TX, completion ring, a Completer output, lost). The
-// engine's places come from its own counters, published once per loop
-// turn under a sequence count; ports add theirs from their ring indices
-// (FrameReporter). Nothing walks the frames. The debug cross-check is
+// (FramePlaces: free, fill ring, kernel RX, RX ring, a port's own store,
+// the engine, TX ring, kernel TX, completion ring, a Completer output,
+// lost). The engine's places and its verdict counters are published
+// together under one sequence count (at least every 1024 packets, every
+// turn of an engine with a Completer); ports add theirs from the ring
+// indices they published in the same publication, split at the kernel's
+// (FrameReporter), so the places sum to the frame count in every Stats.
+// Nothing walks the frames. The debug cross-check is
 // Options.TrackFrames: a rings.Tracker with one owner per place, in which
 // ports that implement FrameTracker record their own places, so a frame in
 // two places fails the first move that meets it, naming the frame and both

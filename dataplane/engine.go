@@ -222,7 +222,7 @@ type sampler struct {
 	every     bool // Mode "every" (1 in N), else "first" (the first N)
 	sink      Port
 	candidate uint64
-	written   uint64
+	kept      uint64 // candidates picked, for the sink
 	list      []rings.Desc
 }
 

@@ -12,7 +12,7 @@ import (
 
 // An engine over an endless input (here a capture replayed forever, as a
 // live port would never end) runs until its context is done, then stops
-// cleanly; Snapshot and Frames are readable while it runs and after.
+// cleanly; its Stats are readable while it runs and after.
 func ExampleEngine_RunContext() {
 	g, err := pipelines.Default()
 	if err != nil {
@@ -40,11 +40,11 @@ func ExampleEngine_RunContext() {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err = e.RunContext(ctx, nil)
-	s := e.Snapshot()
+	s := e.Stats()
 	fmt.Println("stopped cleanly:", err == nil)
 	fmt.Println("received some:", s.Received > 0)
-	fmt.Println("balanced:", s.Received == s.Transmitted+s.Dropped+s.Passed)
-	fmt.Println("every frame free:", e.Frames().Free == arena.Frames())
+	fmt.Println("balanced:", s.Balanced())
+	fmt.Println("every frame free:", s.Frames.Free == arena.Frames())
 	// Output:
 	// stopped cleanly: true
 	// received some: true

@@ -152,8 +152,8 @@ stages:
 	if !reflect.DeepEqual(rep.Deterministic(), ref.Deterministic()) {
 		t.Fatalf("counters differ from the Meta path:\n got %+v\nwant %+v", rep.Deterministic(), ref.Deterministic())
 	}
-	if len(rep.Samples) != 2 || rep.Samples[0].Written == 0 || rep.Samples[1].Written != 5 {
-		t.Fatalf("samples %+v: want both samplers to have written", rep.Samples)
+	if len(rep.samples()) != 2 || rep.samples()[0].Written == 0 || rep.samples()[1].Written != 5 {
+		t.Fatalf("samples %+v: want both samplers to have written", rep.samples())
 	}
 	for _, f := range []string{"web0.pcap", "pass.pcap", "every.pcap", "first.pcap"} {
 		want, err := os.ReadFile(filepath.Join(refDir, f))

@@ -18,15 +18,17 @@ import (
 // its output captures, and that a golden directory holds.
 const CountersFile = "counters.json"
 
-// Deterministic returns the report without what depends on timing or on
-// how packets were batched (the timing block and each stage's call count),
-// as it is written to counters.json and compared with goldens.
+// Deterministic returns the report without what depends on timing, on how
+// packets were batched or on the executor (the timing block, the batch
+// count, the frame places, the executor, each stage's calls and time), as
+// it is written to counters.json and compared with goldens.
 func (r Report) Deterministic() Report {
 	r.Timing = Timing{}
+	r.Batches, r.ExecutorFull, r.Frames, r.Executor = 0, 0, nil, nil
 	stages := make([]StageReport, len(r.Stages))
 	copy(stages, r.Stages)
 	for i := range stages {
-		stages[i].Calls = 0
+		stages[i].Calls, stages[i].Nanos = 0, 0
 	}
 	r.Stages = stages
 	return r

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -30,15 +31,6 @@ func liveGraph(t *testing.T, name string, port int, reason string) *pipelines.Gr
 		t.Fatal(err)
 	}
 	return g
-}
-
-func counterOf(m map[string][]pipelines.Counter, stage, key string) pipelines.Counter {
-	for _, c := range m[stage] {
-		if c.Key == key {
-			return c
-		}
-	}
-	return pipelines.Counter{}
 }
 
 // newLiveEngine is an engine running g on loopingReplay's packets into a
@@ -76,7 +68,7 @@ func waitCounter(t *testing.T, e *Engine, stage, key string, past uint64) uint64
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if n := counterOf(e.StageCounters(), stage, key).Packets; n > past {
+		if n := e.stageCounter(stage, key); n > past {
 			return n
 		}
 		if time.Now().After(deadline) {
@@ -98,9 +90,9 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 	stop := runLive(t, e)
 
 	// Live, before any swap: the rule's hits and the sampler's counts grow.
-	n1 := waitCounter(t, e, "acl", "rule[0]", 0)
-	n2 := waitCounter(t, e, "acl", "rule[0]", n1)
-	if s := e.Samples(); len(s) != 1 || s[0].Candidates == 0 || s[0].Written == 0 || s[0].Written > s[0].Candidates {
+	n1 := waitCounter(t, e, "acl", "rule=0", 0)
+	n2 := waitCounter(t, e, "acl", "rule=0", n1)
+	if s := e.statsSamples(); len(s) != 1 || s[0].Candidates == 0 || s[0].Written == 0 || s[0].Written > s[0].Candidates {
 		t.Fatalf("live samples %+v", s)
 	}
 	total := waitCounter(t, e, "flows", "total", 0)
@@ -114,14 +106,14 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 	if len(res.CountersReset) != 0 {
 		t.Fatalf("swap a -> a2 reset %v", res.CountersReset)
 	}
-	if got := counterOf(e.StageCounters(), "acl", "rule[0]").Packets; got < n2 {
+	if got := e.stageCounter("acl", "rule=0"); got < n2 {
 		t.Fatalf("acl rule[0] went from %d to %d across a swap that keeps it", n2, got)
 	}
-	if got := counterOf(e.StageCounters(), "flows", "total").Packets; got < total {
+	if got := e.stageCounter("flows", "total"); got < total {
 		t.Fatalf("flows total went from %d to %d across the swap", total, got)
 	}
 	waitCounter(t, e, "flows", "total", total)
-	samplesBefore := e.Samples()[0]
+	samplesBefore := e.statsSamples()[0]
 
 	// Another rule list: the filter's hits start again, the count's and
 	// the sampler's carry on.
@@ -132,10 +124,10 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 	if !slices.Equal(res.CountersReset, []string{"acl"}) {
 		t.Fatalf("swap a2 -> c: counters reset %v, want [acl]", res.CountersReset)
 	}
-	if s := e.Samples()[0]; s.Candidates < samplesBefore.Candidates || s.Written < samplesBefore.Written {
+	if s := e.statsSamples()[0]; s.Candidates < samplesBefore.Candidates || s.Written < samplesBefore.Written {
 		t.Fatalf("samples went from %+v to %+v across the swap", samplesBefore, s)
 	}
-	waitCounter(t, e, "acl", "rule[0]", 0)
+	waitCounter(t, e, "acl", "rule=0", 0)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,34 +140,21 @@ func TestStageCountersLiveAcrossSwaps(t *testing.T) {
 	for _, d := range rep.Drops {
 		drops[d.Reason] = d.Packets
 	}
-	var acl, flows []pipelines.Counter
-	for _, s := range rep.Stages {
-		switch s.Name {
-		case "acl":
-			acl = s.Counters
-		case "flows":
-			flows = s.Counters
-		}
+	if got, want := e.stageCounter("acl", "rule=0"), drops["seven"]; got != want || want == 0 {
+		t.Errorf("final acl rule=0 = %d, want c's drops %d (the earlier plans' rule counted other packets)", got, want)
 	}
-	final := map[string][]pipelines.Counter{"acl": acl, "flows": flows}
-	if got, want := counterOf(final, "acl", "rule[0]").Packets, drops["seven"]; got != want || want == 0 {
-		t.Errorf("final acl rule[0] = %d, want c's drops %d (the earlier plans' rule counted other packets)", got, want)
-	}
-	if got := counterOf(final, "flows", "total").Packets; got != rep.Received {
+	if got, _ := rep.counter("flows", "total"); got != rep.Received {
 		t.Errorf("final flows total = %d, want every packet received, %d", got, rep.Received)
 	}
 	if drops["nine"] == 0 {
 		t.Error("the first two plans dropped nothing")
 	}
-	if len(rep.Samples) != 1 || rep.Samples[0].Candidates != rep.Received {
-		t.Errorf("final samples %+v, want %d candidates", rep.Samples, rep.Received)
+	if len(rep.samples()) != 1 || rep.samples()[0].Candidates != rep.Received {
+		t.Errorf("final samples %+v, want %d candidates", rep.samples(), rep.Received)
 	}
 	// At rest the live view is the final one.
-	if got := e.StageCounters(); !slices.Equal(got["flows"], flows) || !slices.Equal(got["acl"], acl) {
-		t.Errorf("after the run, StageCounters %v, report %v %v", got, acl, flows)
-	}
-	if got := e.Samples(); !slices.Equal(got, rep.Samples) {
-		t.Errorf("after the run, Samples %v, report %v", got, rep.Samples)
+	if got := e.Stats(); !reflect.DeepEqual(got.Stages, rep.Stages) {
+		t.Errorf("after the run, Stats' stages %+v, report %+v", got.Stages, rep.Stages)
 	}
 }
 
@@ -215,10 +194,10 @@ func TestStageCountersNoAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, turn); a != 0 {
 		t.Fatalf("%v allocations per turn across and after the swap", a)
 	}
-	if got := counterOf(e.StageCounters(), "flows", "total").Packets; got == 0 {
+	if got := e.stageCounter("flows", "total"); got == 0 {
 		t.Fatal("nothing counted live")
 	}
-	if s := e.Samples(); len(s) != 1 || s[0].Candidates == 0 {
+	if s := e.statsSamples(); len(s) != 1 || s[0].Candidates == 0 {
 		t.Fatalf("samples %+v", s)
 	}
 }
@@ -231,7 +210,7 @@ func TestTapAcrossSwap(t *testing.T) {
 	ga, ga2 := liveGraph(t, "a", 9, "nine"), liveGraph(t, "a2", 9, "nine")
 	e, outs := newLiveEngine(t, ga, 1<<16, 1<<12, func(o *Options) { o.Timing = false })
 	stop := runLive(t, e)
-	for e.Snapshot().Received < 2048 {
+	for e.Stats().Received < 2048 {
 		time.Sleep(100 * time.Microsecond)
 	}
 	const count = 60000

@@ -35,7 +35,7 @@ type plan struct {
 	txList  [][]rings.Desc
 	samples []sampler
 	// samplePub is samples' counts as published by the I/O loop
-	// (publishSamples), for Engine.Samples on other goroutines.
+	// (publishSamples), for Engine.Stats on other goroutines.
 	samplePub []samplePub
 	// portIdx and reasonIdx map the graph's port and reason numbers
 	// (Meta.Target) to counter indices in lay.
@@ -87,8 +87,9 @@ func (e *Engine) takeUp(p *plan) {
 	p.takenUpAt.Store(time.Now().UnixNano())
 }
 
-// samplePub is one sampler's published counts: single-writer atomics.
-type samplePub struct{ candidates, written atomic.Uint64 }
+// samplePub is one sampler's published kept count: a single-writer
+// atomic.
+type samplePub struct{ kept atomic.Uint64 }
 
 // pool is one executor generation and, for the engine's own CPU pool, the
 // stamps its workers read.

@@ -175,7 +175,7 @@ func TestPrepareSwapChangesNothing(t *testing.T) {
 	go func() { runErr <- r.e.RunContext(ctx, nil) }()
 	waitRecv := func(n uint64) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); r.e.Snapshot().Received < n; {
+		for deadline := time.Now().Add(5 * time.Second); r.e.Stats().Received < n; {
 			if time.Now().After(deadline) {
 				t.Fatal("no traffic")
 			}
@@ -192,7 +192,7 @@ func TestPrepareSwapChangesNothing(t *testing.T) {
 	if runtime.NumGoroutine() <= before {
 		t.Fatalf("a prepared pool change started no worker (%d goroutines, %d before)", runtime.NumGoroutine(), before)
 	}
-	waitRecv(r.e.Snapshot().Received + 8192)
+	waitRecv(r.e.Stats().Received + 8192)
 	if gen, name := r.e.Generation(); gen != 1 || name != "a" {
 		t.Fatalf("prepared, not published: generation %d %q", gen, name)
 	}
@@ -207,7 +207,7 @@ func TestPrepareSwapChangesNothing(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	waitRecv(r.e.Snapshot().Received + 8192)
+	waitRecv(r.e.Stats().Received + 8192)
 
 	// Prepared, then another swap publishes first: refused, its pool closed.
 	stale, err := r.e.PrepareSwap(r.gb, Outputs{Ports: map[string]Port{"b": r.sb}}, SwapOptions{Timeout: time.Second})

@@ -191,9 +191,11 @@ func testSnaplen96(t *testing.T, edit func(*ReplayConfig)) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, s := range rep.Stages {
-		for _, c := range s.Counters {
-			if strings.HasPrefix(c.Key, "class=") && c.Key != "class=ok" {
-				t.Errorf("stage %s counted %s %d", s.Name, c.Key, c.Packets)
+		for _, g := range s.Counters {
+			for _, kv := range g.Values {
+				if g.Name == "class" && kv.Key != "ok" {
+					t.Errorf("stage %s counted %s %d", s.Name, g.Text(kv), kv.Value)
+				}
 			}
 		}
 	}
@@ -359,8 +361,10 @@ func TestRealworldEncapsulations(t *testing.T) {
 	got := map[string]uint64{}
 	for _, s := range rep.Stages {
 		if s.Kind == "count" {
-			for _, c := range s.Counters {
-				got[c.Key] = c.Packets
+			for _, g := range s.Counters {
+				for _, kv := range g.Values {
+					got[g.Text(kv)] = kv.Value
+				}
 			}
 		}
 	}

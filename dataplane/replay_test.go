@@ -214,10 +214,10 @@ stages:
 	for _, workers := range []int{0, 2} {
 		out := t.TempDir()
 		rep := replayTo(t, g, "../testdata/captures/mixed.pcap", out, workers, 16)
-		if len(rep.Samples) != 2 {
-			t.Fatalf("samples: %+v", rep.Samples)
+		if len(rep.samples()) != 2 {
+			t.Fatalf("samples: %+v", rep.samples())
 		}
-		first, every := rep.Samples[0], rep.Samples[1]
+		first, every := rep.samples()[0], rep.samples()[1]
 		if first.Candidates != 300 || first.Written != 5 {
 			t.Errorf("first 5: %+v", first)
 		}

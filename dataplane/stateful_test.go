@@ -131,8 +131,10 @@ func TestSteeredMatchesOneWorker(t *testing.T) {
 	ref, refRep := run(0)
 	counts := map[string]uint64{}
 	for _, s := range refRep.Stages {
-		for _, c := range s.Counters {
-			counts[s.Name+" "+c.Key] = c.Packets
+		for _, g := range s.Counters {
+			for _, kv := range g.Values {
+				counts[s.Name+" "+g.Text(kv)] = kv.Value
+			}
 		}
 	}
 	for _, k := range []string{"ct ct=new", "ct ct=established", "ct ct=related", "ct ct=invalid", "ct invalid=tcp_window", "ct invalid=tcp_new", "nat snat", "nat translated", "nat icmp_errors"} {
@@ -261,7 +263,7 @@ func TestStatefulSwapUnderLoad(t *testing.T) {
 				}
 				wcancel()
 			}
-			before := e.Snapshot().Received
+			before := e.Stats().Received
 			waitReceived(t, e, before+uint64(len(convs)*10))
 			cancel()
 			if err := <-runErr; err != nil {
@@ -297,9 +299,9 @@ func TestStatefulSwapUnderLoad(t *testing.T) {
 func waitReceived(t *testing.T, e *Engine, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.Snapshot().Received < n {
+	for e.Stats().Received < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d packets in 10 s", e.Snapshot().Received, n)
+			t.Fatalf("received %d of %d packets in 10 s", e.Stats().Received, n)
 		}
 		time.Sleep(time.Millisecond)
 	}

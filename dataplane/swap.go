@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/pipelines"
-	"github.com/warpflow/warpflow/workers"
 )
 
 // control is the control side of the engine: swaps and the stage counters
@@ -31,12 +31,12 @@ type control struct {
 	// carried are the stage counters of retired plans that the latest
 	// plan kept (same stage name and kind), by stage name.
 	carried map[string]pipelines.NodeStats
-	// carriedCounters are the stage-specific counters (Reporter) and
-	// carriedSamples the sampler counts of retired plans, for the stages
-	// the latest plan has with the same name, kind and configuration
-	// (Graph.StageConfig: a changed rule list renumbers rule[i]).
-	carriedCounters map[string][]pipelines.Counter
-	carriedSamples  map[string]SampleCount
+	// carriedCounters are the stage-specific counters (Reporter, and the
+	// sample stages' kept counts) of retired plans, in their stage's
+	// layout, for the stages the latest plan has with the same name, kind
+	// and configuration (Graph.StageConfig: a changed rule list renumbers
+	// the rules).
+	carriedCounters map[string][]counters.Value
 	// done is stopped for readers without mu (WaitTakenUp).
 	done atomic.Bool
 }
@@ -44,8 +44,7 @@ type control struct {
 func (c *control) init(e *Engine, p *plan, pl *pool) {
 	c.gen, c.latest, c.pool, c.batch = 1, p, pl, p.batch
 	c.carried = map[string]pipelines.NodeStats{}
-	c.carriedCounters = map[string][]pipelines.Counter{}
-	c.carriedSamples = map[string]SampleCount{}
+	c.carriedCounters = map[string][]counters.Value{}
 }
 
 func (c *control) start() error {
@@ -324,7 +323,8 @@ func (e *Engine) adoptBeforeRun(p *plan) {
 }
 
 // foldLocked folds a retired prev's runner counters into carried, keeping
-// the stages the latest plan has with the same name and kind.
+// the stages the latest plan has with the same name and kind (their own
+// counters where it has them configured the same too).
 func (e *Engine) foldLocked() {
 	c := &e.ctl
 	prev := c.prev
@@ -352,35 +352,16 @@ func (e *Engine) foldLocked() {
 		}
 		next[s.Name] = s
 	}
-	// Stage-specific counters and sampler counts: exact (the runners are
-	// quiescent), kept where the stage is configured the same.
-	counters := map[string][]pipelines.Counter{}
-	for _, r := range prev.runners {
-		for _, sc := range r.Counters(nil) {
-			if sameStage(prev.graph, c.latest.graph, sc.Stage) {
-				counters[sc.Stage] = mergeCounter(counters[sc.Stage], sc.Counter)
-			}
+	// Stage-specific counters (a sample stage's kept count among them):
+	// exact (the runners are quiescent), kept where the stage is
+	// configured the same. stageValuesLocked adds those carried before.
+	counters := map[string][]counters.Value{}
+	for i, si := range oldInfo {
+		if si.Counters != nil && sameStage(prev.graph, c.latest.graph, si.Name) {
+			counters[si.Name] = e.stageValuesLocked(prev, nil, i, false)
 		}
 	}
-	for name, list := range c.carriedCounters {
-		if sameStage(prev.graph, c.latest.graph, name) {
-			for _, k := range list {
-				counters[name] = mergeCounter(counters[name], k)
-			}
-		}
-	}
-	samples := map[string]SampleCount{}
-	for _, sc := range planSamples(prev) {
-		if sameStage(prev.graph, c.latest.graph, sc.Stage) {
-			samples[sc.Stage] = addSample(samples[sc.Stage], sc)
-		}
-	}
-	for name, sc := range c.carriedSamples {
-		if sameStage(prev.graph, c.latest.graph, name) {
-			samples[name] = addSample(samples[name], sc)
-		}
-	}
-	c.carried, c.carriedCounters, c.carriedSamples, c.prev = next, counters, samples, nil
+	c.carried, c.carriedCounters, c.prev = next, counters, nil
 }
 
 // carriedApplyLocked reports whether the carried stage-specific counters
@@ -408,104 +389,6 @@ func sameStage(a, b *pipelines.Graph, name string) bool {
 	ai, bi := a.Stages(), b.Stages()
 	i, j := stageIndex(ai, name), stageIndex(bi, name)
 	return i >= 0 && j >= 0 && ai[i].Kind == bi[j].Kind && sameConfig(a, b, name)
-}
-
-// planSamples is p's sampler counts as published.
-func planSamples(p *plan) []SampleCount {
-	out := make([]SampleCount, 0, len(p.samples))
-	for k := range p.samples {
-		in := p.samples[k].info
-		out = append(out, SampleCount{Stage: in.Stage, File: in.File,
-			Candidates: p.samplePub[k].candidates.Load(), Written: p.samplePub[k].written.Load()})
-	}
-	return out
-}
-
-func addSample(a, b SampleCount) SampleCount {
-	if a.Stage == "" {
-		a.Stage, a.File = b.Stage, b.File
-	}
-	a.Candidates += b.Candidates
-	a.Written += b.Written
-	return a
-}
-
-// StageCounters returns the stage-specific counters (a filter's per-rule
-// hits, a count stage's keys, a rewrite's exceptions), summed over the
-// workers, by stage in the newest graph's stage order, each stage's in
-// Report's order: those carried from retired plans plus the live ones
-// of the plans running now. Live ones are read without a lock on the
-// data path (pipelines.LiveReporter): each counter is exact as of its
-// worker's last publish and never goes down, but they are not one
-// snapshot across counters. Control plane only: it allocates.
-func (e *Engine) StageCounters() map[string][]pipelines.Counter {
-	c := &e.ctl
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.foldLocked()
-	if c.stopped {
-		counters, _ := e.finalCountersLocked(e.cur) // quiescent: exact
-		return counters
-	}
-	latest := c.latest
-	out := e.carriedCountersLocked(latest.graph)
-	for _, r := range latest.runners {
-		addStageCounters(out, r.LiveCounters(nil))
-	}
-	if prev := c.prev; prev != nil {
-		for _, r := range prev.runners {
-			for _, sc := range r.LiveCounters(nil) {
-				if sameStage(prev.graph, latest.graph, sc.Stage) {
-					out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
-				}
-			}
-		}
-	}
-	for _, list := range out {
-		sortCounters(list)
-	}
-	return out
-}
-
-// SortCounters puts one stage's counters in Report's order, whatever
-// order they were merged in: "total" first, "default" last, the rest in
-// natural order (rule[2] before rule[10]).
-func SortCounters(list []pipelines.Counter) { sortCounters(list) }
-
-// Samples returns the sample stages' counts (candidates that reached the
-// stage, packets it kept), carried across swaps like StageCounters, read
-// without a lock while the engine runs (as of the I/O loop's last
-// publish). Control plane only: it allocates.
-func (e *Engine) Samples() []SampleCount {
-	c := &e.ctl
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.foldLocked()
-	if c.stopped {
-		_, samples := e.finalCountersLocked(e.cur)
-		return samples
-	}
-	return e.samplesLocked(c.latest, true)
-}
-
-// samplesLocked is latest's sampler counts with the carried ones (and,
-// with grace, a plan in its grace period's). c.mu is held.
-func (e *Engine) samplesLocked(latest *plan, grace bool) []SampleCount {
-	c := &e.ctl
-	out := planSamples(latest)
-	for i := range out {
-		if sc, ok := c.carriedSamples[out[i].Stage]; ok && e.carriedApplyLocked(latest.graph, out[i].Stage) {
-			out[i] = addSample(out[i], sc)
-		}
-		if prev := c.prev; grace && prev != nil && sameStage(prev.graph, latest.graph, out[i].Stage) {
-			for _, sc := range planSamples(prev) {
-				if sc.Stage == out[i].Stage {
-					out[i] = addSample(out[i], sc)
-				}
-			}
-		}
-	}
-	return out
 }
 
 func addNode(a, b pipelines.NodeStats) pipelines.NodeStats {
@@ -610,132 +493,10 @@ func (e *Engine) Generation() (uint64, string) {
 // Graph returns the newest published plan's graph.
 func (e *Engine) Graph() *pipelines.Graph { return e.planPtr.Load().graph }
 
-// Stages returns the per-stage counters: those carried from retired plans
-// plus the live ones of the plans running now (read without a lock on the
-// data path: the runners' published counters). The order is the newest
-// graph's stage order. Control plane only: it allocates.
-func (e *Engine) Stages() []pipelines.NodeStats {
-	c := &e.ctl
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.foldLocked()
-	latest := c.latest
-	var live []pipelines.NodeStats
-	for _, r := range latest.runners {
-		live = pipelines.SumStats(live, r.LiveStats(nil))
-	}
-	info := latest.graph.Stages()
-	// A plan still in its grace period: its counters so far, for the
-	// stages the latest one keeps.
-	var grace []pipelines.NodeStats
-	if prev := c.prev; prev != nil {
-		for _, r := range prev.runners {
-			grace = pipelines.SumStats(grace, r.LiveStats(nil))
-		}
-	}
-	for i := range live {
-		s := &live[i]
-		if cs, ok := c.carried[s.Name]; ok && cs.Kind == s.Kind {
-			*s = addNode(*s, cs)
-		}
-		for _, g := range grace {
-			if g.Name == s.Name && g.Kind == s.Kind && stageIndex(info, s.Name) >= 0 {
-				if !slices.Equal(prevEdges(c.prev, s.Name), info[stageIndex(info, s.Name)].Edges) {
-					g.Edges, g.EdgeBytes = nil, nil
-				}
-				*s = addNode(*s, g)
-			}
-		}
-	}
-	return live
-}
-
 func prevEdges(p *plan, name string) []string {
 	info := p.graph.Stages()
 	if i := stageIndex(info, name); i >= 0 {
 		return info[i].Edges
-	}
-	return nil
-}
-
-// finalStages is Stages for Report, after the run: every runner is
-// quiescent, so their plain counters are exact.
-func (e *Engine) finalStages(p *plan) []pipelines.NodeStats {
-	c := &e.ctl
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.foldLocked()
-	var stats []pipelines.NodeStats
-	for _, run := range p.runners {
-		stats = pipelines.SumStats(stats, run.Stats(nil))
-	}
-	for i := range stats {
-		if cs, ok := c.carried[stats[i].Name]; ok && cs.Kind == stats[i].Kind && p == c.latest {
-			stats[i] = addNode(stats[i], cs)
-		}
-	}
-	return stats
-}
-
-// finalCounters is StageCounters and Samples for Report, after the run:
-// the runners' and samplers' plain counts, exact, with the carried ones.
-func (e *Engine) finalCounters(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
-	c := &e.ctl
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.foldLocked()
-	return e.finalCountersLocked(p)
-}
-
-// carriedCountersLocked is a copy of the counters carried from retired
-// plans that still apply to g, by stage.
-func (e *Engine) carriedCountersLocked(g *pipelines.Graph) map[string][]pipelines.Counter {
-	out := map[string][]pipelines.Counter{}
-	for name, list := range e.ctl.carriedCounters {
-		if e.carriedApplyLocked(g, name) {
-			out[name] = append([]pipelines.Counter(nil), list...)
-		}
-	}
-	return out
-}
-
-// addStageCounters merges a runner's counters into out, by stage.
-func addStageCounters(out map[string][]pipelines.Counter, list []pipelines.StageCounter) {
-	for _, sc := range list {
-		out[sc.Stage] = mergeCounter(out[sc.Stage], sc.Counter)
-	}
-}
-
-func (e *Engine) finalCountersLocked(p *plan) (map[string][]pipelines.Counter, []SampleCount) {
-	c := &e.ctl
-	counters := e.carriedCountersLocked(p.graph)
-	for _, run := range p.runners {
-		addStageCounters(counters, run.Counters(nil))
-	}
-	for _, list := range counters {
-		sortCounters(list)
-	}
-	var samples []SampleCount
-	for k := range p.samples {
-		s := &p.samples[k]
-		sc := SampleCount{Stage: s.info.Stage, File: s.info.File, Candidates: s.candidate, Written: s.written}
-		if carried, ok := c.carriedSamples[sc.Stage]; ok && e.carriedApplyLocked(p.graph, sc.Stage) {
-			sc = addSample(sc, carried)
-		}
-		samples = append(samples, sc)
-	}
-	return counters, samples
-}
-
-// WorkerStats returns the running CPU pool's per-worker counters, or nil
-// when the engine runs inline or on another executor.
-func (e *Engine) WorkerStats() []workers.WorkerStats {
-	pl := e.poolPtr.Load()
-	if pl == nil {
-		return nil
-	}
-	if wp, ok := pl.exec.(*workers.Pool); ok {
-		return wp.Stats().Workers
 	}
 	return nil
 }

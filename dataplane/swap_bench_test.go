@@ -71,7 +71,7 @@ func (r *controlRig) stop(b *testing.B) {
 // window runs for d with action called every every (0: never) and
 // returns the Mpps over the window.
 func (r *controlRig) window(d, every time.Duration, action func()) float64 {
-	start, t0 := r.e.Snapshot().Received, time.Now()
+	start, t0 := r.e.Stats().Received, time.Now()
 	var tick <-chan time.Time
 	if every > 0 {
 		t := time.NewTicker(every)
@@ -84,7 +84,7 @@ func (r *controlRig) window(d, every time.Duration, action func()) float64 {
 		case <-tick:
 			action()
 		case <-end:
-			return float64(r.e.Snapshot().Received-start) / time.Since(t0).Seconds() / 1e6
+			return float64(r.e.Stats().Received-start) / time.Since(t0).Seconds() / 1e6
 		}
 	}
 }
@@ -135,9 +135,9 @@ func BenchmarkControlCost(b *testing.B) {
 					next = 1 - next
 				}
 				stats := func() {
-					_ = r.e.Snapshot()
-					_ = r.e.Stages()
-					_ = r.e.Frames()
+					_ = r.e.Stats()
+					_ = r.e.Stats()
+					_ = r.e.frames()
 				}
 				// Adjacent window pairs, so that the machine's load drifts
 				// little within a pair: one swap in the middle of the swap

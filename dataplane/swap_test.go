@@ -190,14 +190,14 @@ func TestSwapUnderLoad(t *testing.T) {
 			readerDone := make(chan error, 1)
 			go func() {
 				for ctx.Err() == nil {
-					s := r.e.Snapshot()
+					s := r.e.Stats()
 					if s.Received != s.Transmitted+s.Dropped+s.Passed {
 						readerDone <- fmt.Errorf("snapshot unbalanced: %+v", s)
 						return
 					}
-					r.e.Stages()
-					r.e.Frames()
-					r.e.WorkerStats()
+					r.e.Stats()
+					r.e.frames()
+					r.e.Stats()
 					time.Sleep(time.Millisecond)
 				}
 				readerDone <- nil
@@ -206,7 +206,7 @@ func TestSwapUnderLoad(t *testing.T) {
 			var latencies []time.Duration
 			for i := range tc.swaps {
 				// Let packets flow on the current plan first.
-				for deadline := time.Now().Add(5 * time.Second); r.e.Snapshot().Received < lastRecv+2048; {
+				for deadline := time.Now().Add(5 * time.Second); r.e.Stats().Received < lastRecv+2048; {
 					if time.Now().After(deadline) {
 						t.Fatalf("swap %d: no traffic", i)
 					}
@@ -239,7 +239,7 @@ func TestSwapUnderLoad(t *testing.T) {
 					strings.Join(res.Added, ",") != wantAdded || strings.Join(res.Removed, ",") != wantRemoved {
 					t.Fatalf("swap %d: kept %v reset %v added %v removed %v", i, res.Kept, res.Reset, res.Added, res.Removed)
 				}
-				lastRecv = r.e.Snapshot().Received
+				lastRecv = r.e.Stats().Received
 			}
 			cancel()
 			if err := <-runErr; err != nil {
@@ -379,7 +379,7 @@ func TestSwapRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.e.RunContext(ctx, nil) }()
-	for r.e.Snapshot().Received < 4096 {
+	for r.e.Stats().Received < 4096 {
 		time.Sleep(100 * time.Microsecond)
 	}
 	for _, tc := range []struct {
@@ -420,7 +420,7 @@ func TestSwapBeforeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.e.RunContext(ctx, nil) }()
-	for r.e.Snapshot().Received < 4096 {
+	for r.e.Stats().Received < 4096 {
 		time.Sleep(100 * time.Microsecond)
 	}
 	cancel()

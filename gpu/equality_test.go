@@ -167,11 +167,7 @@ func replayOnce(g *pipelines.Graph, file, outDir string, mk func(dataplane.Execu
 	eo.TrackFrames = true
 	eo.NewExecutor = mk
 	rep, err := dataplane.Replay(dataplane.ReplayConfig{Capture: file, Graph: g, Engine: eo, OutDir: outDir})
-	rep.Timing = dataplane.Timing{}
-	for i := range rep.Stages {
-		rep.Stages[i].Calls = 0
-	}
-	return rep, err
+	return rep.Deterministic(), err
 }
 
 // pcaps returns the capture files an output directory holds, by name.

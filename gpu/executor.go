@@ -103,6 +103,7 @@ type Executor struct {
 	countersErr error
 
 	packets, fallbacks atomic.Uint64
+	device             atomic.Uint64 // packets - fallbacks, added once per batch (counters.go)
 	// submits and inFlightSum: the slots submitted and, summed at each
 	// submit, how many were in flight (producer goroutine's).
 	submits, inFlightSum atomic.Uint64
@@ -330,6 +331,7 @@ func (e *Executor) Completed() (*rings.Batch, bool) {
 	for k := range e.verd.Samples {
 		e.verd.Samples[k] = e.r.samples(seq, k)[:st.out.sampleN[k]]
 	}
+	fb := 0
 	if st.out.fallbacks > 0 {
 		if !st.sent {
 			return nil, false // dispatch waits for a CPU slot
@@ -341,6 +343,7 @@ func (e *Executor) Completed() (*rings.Batch, bool) {
 		e.merge(b, verd, st, cb)
 		e.cpu.Release()
 		e.fallbacks.Add(uint64(len(st.idx)))
+		fb = len(st.idx)
 	}
 	e.verd.Words = verd[:n]
 	b.Outcome = rings.Outcome{}
@@ -349,6 +352,7 @@ func (e *Executor) Completed() (*rings.Batch, bool) {
 		b.Outcome = rings.Outcome{Valid: true, Verdict: v, Target: t, Bytes: st.out.bytes}
 	}
 	e.packets.Add(uint64(n))
+	e.device.Add(uint64(n - fb))
 	e.holding, e.hseq = true, seq
 	e.sinceRead++
 	e.refresh(false)

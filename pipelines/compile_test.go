@@ -260,7 +260,7 @@ stages:
 	}
 	want := []StageInfo{
 		{Name: "split", Kind: "t_mod", Edges: []string{"mark", "drop:early", "out1", "bin"}},
-		{Name: "mark", Kind: "t_mark", Edges: []string{"par"}},
+		{Name: "mark", Kind: "t_mark", Edges: []string{"par"}, Counters: tkMarkLayout},
 		{Name: "par", Kind: "t_parity", Edges: []string{"smp", "drop:odd"}},
 		{Name: "smp", Kind: "t_sample", Edges: []string{"out2"}},
 		{Name: "out2", Kind: "tx", Terminal: true, Target: "wan"},

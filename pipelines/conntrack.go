@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -65,12 +66,35 @@ import (
 // by then (Linux confirms at POSTROUTING): a SYN that a rule drops leaves
 // no state behind that could admit a forged reply.
 //
-// Counters (Report; also live): entries (flows in the tables: summed
-// over workers and carried across swaps it is the occupancy), inserts,
-// evictions, expiries, deletes (closed by RST, reopened, flushed),
-// table_full, ct=<class> (packets by the class they got), and
+// Counters (ctDecls; also live): entries (a gauge: flows in the tables,
+// summed over workers and carried across swaps it is the occupancy),
+// inserts, evictions, expiries, deletes (closed by RST, reopened,
+// flushed), table_full, ct=<class> (packets by the class they got), and
 // invalid=<reason> for each reason below.
-var conntrackKind = Kind{Name: "conntrack", Build: buildConntrack}
+var conntrackKind = Kind{Name: "conntrack", Build: buildConntrack, Counters: ctDecls[:]}
+
+// ctDecls are the conntrack stage's families, in the order of the
+// counter indices below (the layout is the stage's counters as they are).
+var ctDecls = [...]counters.Decl{
+	{Name: "entries", Kind: counters.Gauge, Help: "Flows in a conntrack stage's tables (summed over its workers: the occupancy)."},
+	{Name: "inserts", Help: "Flows a conntrack stage made an entry for."},
+	{Name: "evictions", Help: "Unassured flows a full conntrack table evicted to make room."},
+	{Name: "expiries", Help: "Conntrack entries that timed out."},
+	{Name: "deletes", Help: "Conntrack entries deleted: closed by an RST, reopened, flushed."},
+	{Name: "table_full", Help: "New flows a full conntrack table had no room for (not tracked)."},
+	{Name: "ct", Unit: "packets", Bytes: true, Label: "state", Help: "Packets a conntrack stage tracked, by the state they got (untracked, new, established, related, invalid)."},
+	{Name: "invalid", Unit: "packets", Bytes: true, Label: "reason", Help: "Packets a conntrack stage classed invalid, by why."},
+}
+
+// ctLayout is every conntrack stage's counter layout: ctDecls, the state
+// and reason families keyed by ctClassNames and ctReasonNames.
+var ctLayout = func() *counters.Layout {
+	var fams []counters.Family
+	for _, d := range ctDecls[:6] {
+		fams = append(fams, counters.Single(d))
+	}
+	return counters.NewLayout(append(fams, counters.Keyed(ctDecls[6], ctClassNames[:]), counters.Keyed(ctDecls[7], ctReasonNames[:]))...)
+}()
 
 // Table size bounds: the index packs entry+1 in 31 bits; 2^26 flows is
 // some 8 GB per worker already.
@@ -217,6 +241,9 @@ func parseCTTimeouts(c *BuildContext, n *yaml.Node, to *ctTimeouts) bool {
 
 func (t *conntrackTemplate) Edges() []Target { return t.edges }
 
+// Counters implements CountedTemplate.
+func (t *conntrackTemplate) Counters() *counters.Layout { return ctLayout }
+
 func (t *conntrackTemplate) NewInstance() Stage {
 	s := &ctStage{t: t, live: newLiveTable(ctNumCounters)}
 	s.fresh = make([]ctFresh, 0, rings.MaxBatch)
@@ -260,18 +287,6 @@ var ctReasonNames = [ctrNum]string{
 }
 
 var ctClassNames = [...]string{"untracked", "new", "established", "related", "invalid"}
-
-// ctCounterKeys are the counters' keys, by index.
-var ctCounterKeys = func() (k [ctNumCounters]string) {
-	copy(k[:], []string{"entries", "inserts", "evictions", "expiries", "deletes", "table_full"})
-	for i, n := range ctClassNames {
-		k[ctcClass+i] = "ct=" + n
-	}
-	for i, n := range ctReasonNames {
-		k[ctcInvalid+i] = "invalid=" + n
-	}
-	return k
-}()
 
 // ctFresh is a flow created in the current batch: batch packet i made
 // entry e (dead when the entry went away in the same batch).
@@ -971,28 +986,14 @@ func (s *ctStage) entryOf(i int, seq uint64) (e uint32, ok bool) {
 	return s.cur[i] - 1, true
 }
 
-// Report implements Reporter.
-func (s *ctStage) Report(dst []Counter) []Counter {
-	for k := range s.c {
-		if s.c[k] != 0 {
-			dst = append(dst, Counter{Key: ctCounterKeys[k], Packets: s.c[k], Bytes: s.bytes[k]})
-		}
-	}
-	return dst
-}
+// Report implements Reporter: the counters are in the layout's order.
+func (s *ctStage) Report(dst []counters.Value) { addPairs(dst, s.c[:], s.bytes[:]) }
 
 // PublishCounters implements LiveReporter.
 func (s *ctStage) PublishCounters() { s.live.publishPairs(s.c[:], s.bytes[:]) }
 
 // LiveReport implements LiveReporter.
-func (s *ctStage) LiveReport(dst []Counter) []Counter {
-	for k := range s.c {
-		if p, b := s.live.load(k); p != 0 {
-			dst = append(dst, Counter{Key: ctCounterKeys[k], Packets: p, Bytes: b})
-		}
-	}
-	return dst
-}
+func (s *ctStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 0) }
 
 var (
 	_ LiveReporter = (*ctStage)(nil)

@@ -140,7 +140,7 @@ func TestConntrackTCPInvalid(t *testing.T) {
 			}
 			if c.reason != "" {
 				if n := stCounter(s.stage("ct"), "invalid="+c.reason); n != 1 {
-					t.Fatalf("invalid=%s = %d, want 1 (counters %v)", c.reason, n, s.stage("ct").(Reporter).Report(nil))
+					t.Fatalf("invalid=%s = %d, want 1 (counters %v)", c.reason, n, stReport(s.stage("ct")))
 				}
 			}
 		})

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"strconv"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -18,10 +19,45 @@ import (
 //   - class: the parse class ("class=ok", "class=truncated").
 //
 // Counters live in dense per-instance arrays indexed by the key's value, so
-// counting is an add, never a map lookup. Report lists "total" first, then
-// the non-zero counters of each key in the order protocol, vlan, class, by
-// ascending value with "none" last. Edge: 0 next.
-var countKind = Kind{Name: "count", Build: buildCount}
+// counting is an add, never a map lookup. The families, in report order:
+// total; proto (the named protocols by number, then "none", then the
+// numbers without a name, which share one metric series); vlan (the IDs,
+// then "none": in the stats only, 4097 keys are too many for series); and
+// class. Edge: 0 next.
+var countKind = Kind{Name: "count", Build: buildCount, Counters: []counters.Decl{countTotalDecl, countProtoDecl, countVLANDecl, countClassDecl}}
+
+// The count stage's families.
+var (
+	countTotalDecl = counters.Decl{Name: "total", Kind: counters.Counter, Unit: "packets", Bytes: true,
+		Help: "Packets that a count stage counted."}
+	countProtoDecl = counters.Decl{Name: "proto", Kind: counters.Counter, Unit: "packets", Bytes: true, Label: "proto",
+		Help: "Packets that a count stage counted, by IP protocol (none: not IP; a protocol without a name is its number, in metrics summed as other)."}
+	countVLANDecl = counters.Decl{Name: "vlan", Kind: counters.Counter, Unit: "packets", Bytes: true, Label: "vlan", StatsOnly: true,
+		Help: "Packets that a count stage counted, by outer VLAN ID (none: untagged)."}
+	countClassDecl = counters.Decl{Name: "class", Kind: counters.Counter, Unit: "packets", Bytes: true, Label: "class",
+		Help: "Packets that a count stage counted, by the parse stage's class."}
+)
+
+// countProtoKeys is the proto family's keys and countProtoAt, by protocol
+// number (countProtoNone for none), each protocol's index among them:
+// named protocols first, so that the ones without a name, folded into one
+// metric series from countProtoFold on, come last.
+var countProtoKeys, countProtoAt, countProtoFold = func() (keys []string, at [countProtoNone + 1]int, fold int) {
+	var named, unnamed []int
+	for p := 0; p < countProtoNone; p++ {
+		if countProtoName(p) != strconv.Itoa(p) {
+			named = append(named, p)
+		} else {
+			unnamed = append(unnamed, p)
+		}
+	}
+	order := append(append(named, countProtoNone), unnamed...)
+	for i, p := range order {
+		keys = append(keys, countProtoName(p))
+		at[p] = i
+	}
+	return keys, at, len(named) + 1
+}()
 
 type countOptions struct {
 	By yaml.Node `yaml:"by"`
@@ -68,15 +104,40 @@ func buildCount(c *BuildContext) Template {
 	if !ok || !hasNext {
 		return nil
 	}
-	return &countTemplate{keys: keys, edges: []Target{next}}
+	fams := []counters.Family{counters.Single(countTotalDecl)}
+	if keys.proto {
+		f := counters.Keyed(countProtoDecl, countProtoKeys)
+		f.Fold = countProtoFold
+		fams = append(fams, f)
+	}
+	if keys.vlan {
+		vk := make([]string, countVLANNone+1)
+		for i := range countVLANNone {
+			vk[i] = strconv.Itoa(i)
+		}
+		vk[countVLANNone] = "none"
+		fams = append(fams, counters.Keyed(countVLANDecl, vk))
+	}
+	if keys.class {
+		ck := make([]string, rings.NumClasses)
+		for i := range ck {
+			ck[i] = rings.Class(i).String()
+		}
+		fams = append(fams, counters.Keyed(countClassDecl, ck))
+	}
+	return &countTemplate{keys: keys, edges: []Target{next}, counters: counters.NewLayout(fams...)}
 }
 
 type countTemplate struct {
-	keys  countKeys
-	edges []Target
+	keys     countKeys
+	edges    []Target
+	counters *counters.Layout // total, then proto, vlan, class as counted
 }
 
 func (t *countTemplate) Edges() []Target { return t.edges }
+
+// Counters implements CountedTemplate.
+func (t *countTemplate) Counters() *counters.Layout { return t.counters }
 
 // NewInstance allocates only the arrays of the keys counted by, as
 // windows of one table (total first) that the live side publishes.
@@ -91,7 +152,7 @@ func (t *countTemplate) NewInstance() Stage {
 	if t.keys.class {
 		n += rings.NumClasses
 	}
-	s := &countStage{all: make([]rwCounter, n), live: newLiveTable(n)}
+	s := &countStage{all: make([]rwCounter, n), live: newLiveTable(n), layout: t.counters}
 	s.total = &s.all[0]
 	off := 1
 	window := func(w int) ([]rwCounter, int) {
@@ -128,6 +189,7 @@ type countStage struct {
 	// protoAt, vlanAt and classAt are the windows' offsets in all.
 	protoAt, vlanAt, classAt int
 	live                     liveTable // all, published (PublishCounters)
+	layout                   *counters.Layout
 }
 
 // Process implements Stage.
@@ -204,10 +266,9 @@ func (s *countStage) processProto(b *rings.Batch, idx []uint16) {
 	s.total.bytes += total
 }
 
-// Report implements Reporter. It allocates key strings: it runs on the
-// control path, not per packet.
-func (s *countStage) Report(dst []Counter) []Counter {
-	return s.report(dst, func(i int) (uint64, uint64) { return s.all[i].packets, s.all[i].bytes })
+// Report implements Reporter.
+func (s *countStage) Report(dst []counters.Value) {
+	s.report(dst, func(i int) (uint64, uint64) { return s.all[i].packets, s.all[i].bytes })
 }
 
 // PublishCounters implements LiveReporter: the keys counted since the
@@ -215,33 +276,32 @@ func (s *countStage) Report(dst []Counter) []Counter {
 func (s *countStage) PublishCounters() { s.live.publishCounters(s.all) }
 
 // LiveReport implements LiveReporter: Report's counters as published.
-func (s *countStage) LiveReport(dst []Counter) []Counter { return s.report(dst, s.live.load) }
+func (s *countStage) LiveReport(dst []counters.Value) { s.report(dst, s.live.load) }
 
-// report lists the non-zero counters of all, read through get.
-func (s *countStage) report(dst []Counter, get func(i int) (uint64, uint64)) []Counter {
-	if p, b := get(0); p != 0 {
-		dst = append(dst, Counter{Key: "total", Packets: p, Bytes: b})
+// report adds the counters of all, read through get, into dst in the
+// layout's order (the stage keeps protocols by number, the layout named
+// ones first).
+func (s *countStage) report(dst []counters.Value, get func(i int) (uint64, uint64)) {
+	add := func(at, i int) {
+		p, b := get(i)
+		dst[at].Value += p
+		dst[at].Bytes += b
 	}
-	for i := range s.proto {
-		if p, b := get(s.protoAt + i); p != 0 {
-			dst = append(dst, Counter{Key: "proto=" + countProtoName(i), Packets: p, Bytes: b})
+	add(0, 0)
+	at := 1
+	if s.proto != nil {
+		for p := range s.proto {
+			add(at+countProtoAt[p], s.protoAt+p)
 		}
+		at += len(s.proto)
 	}
 	for i := range s.vlan {
-		if p, b := get(s.vlanAt + i); p != 0 {
-			name := "none"
-			if i != countVLANNone {
-				name = strconv.Itoa(i)
-			}
-			dst = append(dst, Counter{Key: "vlan=" + name, Packets: p, Bytes: b})
-		}
+		add(at+i, s.vlanAt+i)
 	}
+	at += len(s.vlan)
 	for i := range s.class {
-		if p, b := get(s.classAt + i); p != 0 {
-			dst = append(dst, Counter{Key: "class=" + rings.Class(i).String(), Packets: p, Bytes: b})
-		}
+		add(at+i, s.classAt+i)
 	}
-	return dst
 }
 
 var _ LiveReporter = (*countStage)(nil)

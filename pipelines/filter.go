@@ -3,6 +3,8 @@ package pipelines
 import (
 	"strconv"
 
+	"github.com/warpflow/warpflow/counters"
+
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -78,7 +80,17 @@ import (
 // Building the 10 000 realistic rules takes about 0.1 s and 31 MB of
 // garbage (BenchmarkFilterBuild); the result holds about 1.2 MB, of which
 // 42 KiB of gate bitmaps (at most 3 of 8 KiB per tree).
-var filterKind = Kind{Name: "filter", Build: buildFilter}
+var filterKind = Kind{Name: "filter", Build: buildFilter, Counters: []counters.Decl{filterRuleDecl}}
+
+// filterRuleDecl is a filter's one family of counters: its hits per rule,
+// keyed by the rule's index, and "default" first (where no rule matched).
+var filterRuleDecl = counters.Decl{Name: "rule", Kind: counters.Counter, Unit: "packets", Bytes: true, Label: "rule",
+	Help: "Packets that a filter's rule matched first (rule: its index from 0; default: none matched)."}
+
+// filterRuleSeries is how many rules have a metric series of their own;
+// the rest share one (counters.OtherKey), so a 100,000-rule ACL makes 258
+// series, not 100,001. The stats show every rule.
+const filterRuleSeries = 256
 
 // filterOptions are the stage's options as written.
 type filterOptions struct {
@@ -164,11 +176,16 @@ func newFilterTemplate(rules []filterRule, def, next Target) (*filterTemplate, *
 	for i := range rules {
 		t.usesCT = t.usesCT || rules[i].hasCT()
 	}
-	t.keys = make([]string, len(rules)+1)
+	keys := make([]string, len(rules)+1)
+	keys[0] = "default"
 	for i := range rules {
-		t.keys[i] = "rule[" + strconv.Itoa(i) + "]"
+		keys[1+i] = strconv.Itoa(i)
 	}
-	t.keys[len(rules)] = "default"
+	fam := counters.Keyed(filterRuleDecl, keys)
+	if len(rules) > filterRuleSeries {
+		fam.Fold = 1 + filterRuleSeries
+	}
+	t.counters = counters.NewLayout(fam)
 	return t, nil
 }
 
@@ -176,13 +193,16 @@ func newFilterTemplate(rules []filterRule, def, next Target) (*filterTemplate, *
 type filterTemplate struct {
 	edges    []Target
 	cls      *filterClassifier
-	ruleEdge []Edge   // per rule, then the default's at index len(rules)
-	keys     []string // counter keys, same indexing
+	ruleEdge []Edge           // per rule, then the default's at index len(rules)
+	counters *counters.Layout // rule: default, then rule 0, 1, ...
 	kernel   kernelInput
 	usesCT   bool // some rule matches ct or ct_dir
 }
 
 func (t *filterTemplate) Edges() []Target { return t.edges }
+
+// Counters implements CountedTemplate.
+func (t *filterTemplate) Counters() *counters.Layout { return t.counters }
 
 func (t *filterTemplate) NewInstance() Stage {
 	n := len(t.ruleEdge)
@@ -241,15 +261,16 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
-// Report implements Reporter: "rule[i]" and "default" hit counters, those
-// that are non-zero (a large ACL would otherwise flood every snapshot).
-func (s *filterStage) Report(dst []Counter) []Counter {
-	for i, n := range s.pkts {
-		if n != 0 {
-			dst = append(dst, Counter{Key: s.t.keys[i], Packets: n, Bytes: s.bytes[i]})
-		}
+// Report implements Reporter: the default's hits first, then each
+// rule's (the layout's order; the stage counts the default last).
+func (s *filterStage) Report(dst []counters.Value) {
+	n := len(s.pkts) - 1
+	dst[0].Value += s.pkts[n]
+	dst[0].Bytes += s.bytes[n]
+	for i := range n {
+		dst[1+i].Value += s.pkts[i]
+		dst[1+i].Bytes += s.bytes[i]
 	}
-	return dst
 }
 
 // PublishCounters implements LiveReporter: the rules hit since the last
@@ -257,13 +278,10 @@ func (s *filterStage) Report(dst []Counter) []Counter {
 func (s *filterStage) PublishCounters() { s.live.publishPairs(s.pkts, s.bytes) }
 
 // LiveReport implements LiveReporter: Report's counters as published.
-func (s *filterStage) LiveReport(dst []Counter) []Counter {
-	for i := range s.pkts {
-		if p, b := s.live.load(i); p != 0 {
-			dst = append(dst, Counter{Key: s.t.keys[i], Packets: p, Bytes: b})
-		}
-	}
-	return dst
+func (s *filterStage) LiveReport(dst []counters.Value) {
+	n := len(s.pkts) - 1
+	s.live.addTo(dst[:1], n)
+	s.live.addTo(dst[1:], 0)
 }
 
 var _ LiveReporter = (*filterStage)(nil)

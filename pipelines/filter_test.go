@@ -3,6 +3,7 @@ package pipelines
 import (
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -351,10 +352,14 @@ func TestFilterCountersAndAllocs(t *testing.T) {
 		if next[k] != tpl.ruleEdge[r] {
 			t.Fatalf("packet %d: edge %d, want %d (rule %d)", i, next[k], tpl.ruleEdge[r], r)
 		}
-		wantPkts[tpl.keys[r]]++
-		wantBytes[tpl.keys[r]] += uint64(b.Descs[i].Len)
+		key := "rule=" + strconv.Itoa(int(r))
+		if int(r) == len(rules) {
+			key = "rule=default"
+		}
+		wantPkts[key]++
+		wantBytes[key] += uint64(b.Descs[i].Len)
 	}
-	got := st.(Reporter).Report(nil)
+	got := stReport(st)
 	if len(got) != len(wantPkts) {
 		t.Fatalf("report has %d counters, want %d: %+v", len(got), len(wantPkts), got)
 	}
@@ -363,7 +368,7 @@ func TestFilterCountersAndAllocs(t *testing.T) {
 			t.Errorf("counter %s = %d/%d, want %d/%d", c.Key, c.Packets, c.Bytes, wantPkts[c.Key], wantBytes[c.Key])
 		}
 	}
-	if wantPkts["default"] == 0 {
+	if wantPkts["rule=default"] == 0 {
 		t.Errorf("test batch never took the default")
 	}
 	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {

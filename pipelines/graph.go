@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"sort"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -43,6 +44,7 @@ type gnode struct {
 	edges      []int32 // edge number -> node
 	marks      bool    // a sampler: it may set Meta.SampleMask
 	config     string  // configPrint of the stage's spec
+	counters   *counters.Layout
 }
 
 // StageInfo describes one node of a compiled graph.
@@ -52,6 +54,10 @@ type StageInfo struct {
 	Terminal bool     // tx, drop or pass
 	Edges    []string // target node names, by edge number
 	Target   string   // tx: port name; drop: reason; else empty
+	// Counters is the layout of the stage's own counters (its template's
+	// CountedTemplate.Counters), nil when it keeps none: Runner.Counters
+	// and Runner.LiveCounters fill values in this layout.
+	Counters *counters.Layout
 }
 
 // StageConfig returns stage name's configuration as written, without
@@ -92,7 +98,7 @@ func (g *Graph) Stages() []StageInfo {
 	out := make([]StageInfo, len(g.nodes))
 	for i := range g.nodes {
 		n := &g.nodes[i]
-		si := StageInfo{Name: n.name, Kind: n.kind, Terminal: n.terminal, Target: n.label}
+		si := StageInfo{Name: n.name, Kind: n.kind, Terminal: n.terminal, Target: n.label, Counters: n.counters}
 		for _, e := range n.edges {
 			si.Edges = append(si.Edges, g.nodes[e].name)
 		}
@@ -173,6 +179,9 @@ func (c *compiler) link() (*Graph, error) {
 		st := &s.Stages[i]
 		n := &g.nodes[i]
 		n.name, n.kind, n.tmpl, n.marks, n.config = st.Name, st.Type, cs.tmpl, cs.marks, cs.config
+		if ct, ok := cs.tmpl.(CountedTemplate); ok {
+			n.counters = ct.Counters()
+		}
 		if cs.kind.Terminal {
 			n.terminal, n.verdict, n.label = true, cs.term.verdict, cs.term.label
 			switch n.verdict {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/warpflow/warpflow/counters"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -28,10 +30,10 @@ type LiveReporter interface {
 	// PublishCounters stores the counters that changed since its last
 	// call where LiveReport reads them. Worker goroutine only.
 	PublishCounters()
-	// LiveReport appends the published non-zero counters, in Report's
-	// order and with its keys. Safe from any goroutine, concurrently with
-	// Process and PublishCounters; it allocates (control path).
-	LiveReport(dst []Counter) []Counter
+	// LiveReport adds the published counters into dst, like Report. Safe
+	// from any goroutine, concurrently with Process and PublishCounters;
+	// it does not allocate.
+	LiveReport(dst []counters.Value)
 }
 
 // liveTable is the published side of a stage's n plain counters: an
@@ -85,19 +87,34 @@ func (t *liveTable) load(i int) (pkts, bytes uint64) {
 	return t.pkts[i].Load(), t.bytes[i].Load()
 }
 
-// LiveCounters appends the published stage-specific counters of every
-// stage instance that implements LiveReporter, in node order, like
-// Counters but safe from any goroutine while the runner processes (see
-// LiveReporter for what a reader sees). Control plane only: it allocates.
-func (r *Runner) LiveCounters(dst []StageCounter) []StageCounter {
-	var scratch []Counter
-	for _, ni := range r.lives {
-		scratch = r.nodes[ni].stage.(LiveReporter).LiveReport(scratch[:0])
-		for _, c := range scratch {
-			dst = append(dst, StageCounter{Stage: r.g.nodes[ni].name, Counter: c})
-		}
+// addPairs adds parallel packet and byte counters into dst, in order.
+func addPairs(dst []counters.Value, pkts, bytes []uint64) {
+	for k := range dst {
+		dst[k].Value += pkts[k]
+		dst[k].Bytes += bytes[k]
 	}
-	return dst
+}
+
+// addTo adds the published counters at indices [from, from+len(dst)) into
+// dst.
+func (t *liveTable) addTo(dst []counters.Value, from int) {
+	for k := range dst {
+		dst[k].Value += t.pkts[from+k].Load()
+		dst[k].Bytes += t.bytes[from+k].Load()
+	}
+}
+
+// LiveCounters adds node i's published stage counters into dst (the
+// stage's layout's length: Graph.Stages()[i].Counters), like Counters but
+// safe from any goroutine while the runner processes (see LiveReporter
+// for what a reader sees). It reports false, adding nothing, for a node
+// whose stage keeps no live counters.
+func (r *Runner) LiveCounters(i int, dst []counters.Value) bool {
+	lr, ok := r.nodes[i].stage.(LiveReporter)
+	if ok {
+		lr.LiveReport(dst)
+	}
+	return ok
 }
 
 // publishLive is the stage half of Publish.

@@ -61,18 +61,18 @@ func liveMap(list []StageCounter) map[string]Counter {
 // every stage that reports; before any packet there are none.
 func TestLiveCountersMatchCounters(t *testing.T) {
 	r, b, descs := liveRunner(t)
-	if got := r.LiveCounters(nil); len(got) != 0 {
+	if got := runnerList(r, true); len(got) != 0 {
 		t.Fatalf("before any packet: %v", got)
 	}
 	for round, n := range []int{10, 64*3 + 5, 5000} {
 		liveRun(t, r, b, descs, round*7000, n)
 		r.Publish()
-		want, got := r.Counters(nil), r.LiveCounters(nil)
+		want, got := runnerList(r, false), runnerList(r, true)
 		if !slices.Equal(got, want) {
 			t.Fatalf("round %d: live %v\nwant %v", round, got, want)
 		}
 	}
-	m := liveMap(r.LiveCounters(nil))
+	m := liveMap(runnerList(r, true))
 	for _, key := range []string{"flows/total", "flows/vlan=none", "flows/class=ok"} {
 		if m[key].Packets == 0 {
 			t.Errorf("%s: no packets (have %v)", key, m)
@@ -94,11 +94,11 @@ func TestLiveCountersMatchCounters(t *testing.T) {
 func TestLiveCountersPublishCadence(t *testing.T) {
 	r, b, descs := liveRunner(t)
 	liveRun(t, r, b, descs, 0, 64) // one full batch: below publishEvery
-	if got := liveMap(r.LiveCounters(nil))["flows/total"].Packets; got != 0 {
+	if got := liveMap(runnerList(r, true))["flows/total"].Packets; got != 0 {
 		t.Fatalf("after one full batch the live total is %d, want 0 (not published yet)", got)
 	}
 	liveRun(t, r, b, descs, 64, 3) // partial: publishes
-	if got := liveMap(r.LiveCounters(nil))["flows/total"].Packets; got != 67 {
+	if got := liveMap(runnerList(r, true))["flows/total"].Packets; got != 67 {
 		t.Fatalf("after a partial batch the live total is %d, want 67", got)
 	}
 }
@@ -117,7 +117,7 @@ func TestLiveCountersConcurrentRead(t *testing.T) {
 			defer wg.Done()
 			last := map[string]Counter{}
 			for !stop.Load() {
-				for k, c := range liveMap(r.LiveCounters(nil)) {
+				for k, c := range liveMap(runnerList(r, true)) {
 					if p := last[k]; c.Packets < p.Packets || c.Bytes < p.Bytes {
 						errs <- k + " went down"
 						return
@@ -141,7 +141,7 @@ func TestLiveCountersConcurrentRead(t *testing.T) {
 		t.Error(e)
 	}
 	r.Publish()
-	if got, want := r.LiveCounters(nil), r.Counters(nil); !slices.Equal(got, want) {
+	if got, want := runnerList(r, true), runnerList(r, false); !slices.Equal(got, want) {
 		t.Fatalf("at rest: live %v, want %v", got, want)
 	}
 }
@@ -163,7 +163,7 @@ func TestLiveCountersZeroAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per batch, want 0", allocs)
 	}
-	if len(r.LiveCounters(nil)) == 0 {
+	if len(runnerList(r, true)) == 0 {
 		t.Fatal("nothing published")
 	}
 }

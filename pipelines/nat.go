@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -75,7 +76,28 @@ import (
 // Counters: snat and dnat (sessions made), translated (packets),
 // icmp_errors (related errors translated), untracked (passed untouched,
 // conntrack had no flow for them), not_ipv4, ports_exhausted.
-var natKind = Kind{Name: "nat", Build: buildNAT}
+var natKind = Kind{Name: "nat", Build: buildNAT, Counters: natDecls[:]}
+
+// natDecls are the nat stage's counters, in the order of the counter
+// indices below.
+var natDecls = [natNumCounters]counters.Decl{
+	{Name: "snat", Unit: "sessions", Help: "SNAT sessions a nat stage made (one per flow)."},
+	{Name: "dnat", Unit: "sessions", Help: "DNAT sessions a nat stage made (one per flow)."},
+	{Name: "translated", Unit: "packets", Bytes: true, Help: "Packets a nat stage translated."},
+	{Name: "icmp_errors", Help: "ICMP errors about a translated flow that a nat stage translated back."},
+	{Name: "untracked", Unit: "packets", Bytes: true, Help: "Packets a nat stage passed untouched: conntrack had no flow for them."},
+	{Name: "not_ipv4", Unit: "packets", Bytes: true, Help: "Packets a nat stage passed untouched: not IPv4."},
+	{Name: "ports_exhausted", Unit: "packets", Bytes: true, Help: "New flows a nat stage had no free port for (dropped: nat_ports_exhausted)."},
+}
+
+// natLayout is every nat stage's counter layout.
+var natLayout = func() *counters.Layout {
+	fams := make([]counters.Family, len(natDecls))
+	for i, d := range natDecls {
+		fams[i] = counters.Single(d)
+	}
+	return counters.NewLayout(fams...)
+}()
 
 type natOptions4 struct {
 	Conntrack string    `yaml:"conntrack"`
@@ -340,6 +362,9 @@ func parseNATMatch(c *BuildContext, n *yaml.Node, what string) (natSessionMatch,
 
 func (t *natTemplate) Edges() []Target { return t.edges }
 
+// Counters implements CountedTemplate.
+func (t *natTemplate) Counters() *counters.Layout { return natLayout }
+
 // stateful is false: the sessions live in the conntrack stage's entries,
 // which that stage keeps and hands over.
 func (t *natTemplate) stateful() bool { return false }
@@ -364,8 +389,6 @@ const (
 	natcExhausted
 	natNumCounters
 )
-
-var natCounterKeys = [natNumCounters]string{"snat", "dnat", "translated", "icmp_errors", "untracked", "not_ipv4", "ports_exhausted"}
 
 // natStage is one worker's NAT: the shared rules, and the worker's
 // conntrack instance, whose entries hold the sessions.
@@ -895,28 +918,14 @@ func natICMPError(p []byte, m *rings.Meta, en *ctEntry, dir uint8) bool {
 	return true
 }
 
-// Report implements Reporter.
-func (s *natStage) Report(dst []Counter) []Counter {
-	for k := range s.c {
-		if s.c[k] != 0 {
-			dst = append(dst, Counter{Key: natCounterKeys[k], Packets: s.c[k], Bytes: s.bytes[k]})
-		}
-	}
-	return dst
-}
+// Report implements Reporter: the counters are in the layout's order.
+func (s *natStage) Report(dst []counters.Value) { addPairs(dst, s.c[:], s.bytes[:]) }
 
 // PublishCounters implements LiveReporter.
 func (s *natStage) PublishCounters() { s.live.publishPairs(s.c[:], s.bytes[:]) }
 
 // LiveReport implements LiveReporter.
-func (s *natStage) LiveReport(dst []Counter) []Counter {
-	for k := range s.c {
-		if p, b := s.live.load(k); p != 0 {
-			dst = append(dst, Counter{Key: natCounterKeys[k], Packets: p, Bytes: b})
-		}
-	}
-	return dst
-}
+func (s *natStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 0) }
 
 var (
 	_ LiveReporter = (*natStage)(nil)

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"encoding/binary"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -64,7 +65,28 @@ import (
 //
 // Counters: fragments, datagrams (completed), virtual (later fragments
 // given ports), evictions, expiries, and one per drop reason.
-var reassembleKind = Kind{Name: "reassemble", Build: buildReassemble}
+var reassembleKind = Kind{Name: "reassemble", Build: buildReassemble, Counters: raDecls[:]}
+
+// raDecls are the reassemble stage's families: its drops by reason (the
+// drop edges' counters), then the rest, in counter index order.
+var raDecls = [...]counters.Decl{
+	{Name: "dropped", Unit: "packets", Bytes: true, Label: "reason", Help: "Fragments a reassemble stage dropped, by reason (its drop edges)."},
+	{Name: "fragments", Unit: "packets", Bytes: true, Help: "Fragments that reached a reassemble stage."},
+	{Name: "datagrams", Unit: "packets", Bytes: true, Help: "Datagrams a reassemble stage completed."},
+	{Name: "virtual", Unit: "packets", Bytes: true, Help: "Later fragments a reassemble stage gave their datagram's ports (virtual reassembly)."},
+	{Name: "evictions", Help: "Datagrams a full reassembly table evicted to make room."},
+	{Name: "expiries", Help: "Datagrams a reassemble stage forgot at their timeout."},
+}
+
+// raLayout is every reassemble stage's counter layout: the drops keyed by
+// raReasons (but next's, edge 0), then one counter each.
+var raLayout = func() *counters.Layout {
+	fams := []counters.Family{counters.Keyed(raDecls[0], raReasons[1:])}
+	for _, d := range raDecls[1:] {
+		fams = append(fams, counters.Single(d))
+	}
+	return counters.NewLayout(fams...)
+}()
 
 type reassembleOptions struct {
 	Mode         string `yaml:"mode"`
@@ -153,7 +175,10 @@ func buildReassemble(c *BuildContext) Template {
 }
 
 func (t *reassembleTemplate) Edges() []Target { return t.edges }
-func (t *reassembleTemplate) stateful() bool  { return true }
+
+// Counters implements CountedTemplate.
+func (t *reassembleTemplate) Counters() *counters.Layout { return raLayout }
+func (t *reassembleTemplate) stateful() bool             { return true }
 
 func (t *reassembleTemplate) NewInstance() Stage {
 	return &raStage{t: t, live: newLiveTable(raNumCounters)}
@@ -168,13 +193,6 @@ const (
 	racExpiries
 	raNumCounters
 )
-
-var raCounterKeys = func() (k [raNumCounters]string) {
-	copy(k[:], raReasons[:])
-	k[racFragments], k[racDatagrams], k[racVirtual], k[racEvictions], k[racExpiries] =
-		"fragments", "datagrams", "virtual", "evictions", "expiries"
-	return k
-}()
 
 // raKey identifies a datagram.
 type raKey struct {
@@ -636,28 +654,15 @@ func (s *raStage) merge(b *rings.Batch, i int, m *rings.Meta, p []byte, f *raFra
 	return raNext
 }
 
-// Report implements Reporter.
-func (s *raStage) Report(dst []Counter) []Counter {
-	for k := range s.c {
-		if s.c[k] != 0 {
-			dst = append(dst, Counter{Key: raCounterKeys[k], Packets: s.c[k], Bytes: s.bytes[k]})
-		}
-	}
-	return dst
-}
+// Report implements Reporter: the counters from index 1 on (index 0,
+// next's edge, counts nothing) are in the layout's order.
+func (s *raStage) Report(dst []counters.Value) { addPairs(dst, s.c[1:], s.bytes[1:]) }
 
 // PublishCounters implements LiveReporter.
 func (s *raStage) PublishCounters() { s.live.publishPairs(s.c[:], s.bytes[:]) }
 
 // LiveReport implements LiveReporter.
-func (s *raStage) LiveReport(dst []Counter) []Counter {
-	for k := range s.c {
-		if p, b := s.live.load(k); p != 0 {
-			dst = append(dst, Counter{Key: raCounterKeys[k], Packets: p, Bytes: b})
-		}
-	}
-	return dst
-}
+func (s *raStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 1) }
 
 var (
 	_ LiveReporter = (*raStage)(nil)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -40,8 +41,22 @@ import (
 // there rewritten and counts as "truncated". Source-routed packets
 // (LSRR/SSRR options) are not special-cased: their L4 pseudo-header holds
 // the route's final hop, so a DNAT of them leaves a wrong L4 checksum. Frames shorter than an
-// Ethernet header pass unchanged and count as "runt".
-var rewriteKind = Kind{Name: "rewrite", Build: buildRewrite}
+// Ethernet header pass unchanged and count as "runt". The three are the
+// stage's one family of counters, exception.
+var rewriteKind = Kind{Name: "rewrite", Build: buildRewrite, Counters: []counters.Decl{rewriteExceptionDecl}}
+
+// rewriteExceptionDecl is the rewrite stage's counters: the packets it
+// passed on without doing all it was asked, by why.
+var rewriteExceptionDecl = counters.Decl{Name: "exception", Kind: counters.Counter, Unit: "packets", Bytes: true, Label: "exception",
+	Help: "Packets a rewrite stage passed on without all it was asked (skipped: NAT on a packet that is not IPv4; truncated: a header cut short; runt: shorter than an Ethernet header)."}
+
+// rewriteLayout is every rewrite stage's: the exceptions, in rwCounter
+// order.
+var rewriteLayout = counters.NewLayout(counters.Keyed(rewriteExceptionDecl, rewriteKeys[:]))
+
+// rewriteKeys are the exceptions' keys, in rwCounter order (the device
+// program keeps as many counters: REWRITE_COUNTERS).
+var rewriteKeys = [3]string{"skipped", "truncated", "runt"}
 
 // rewriteOptions is the rewrite stage's config, decoded strictly.
 type rewriteOptions struct {
@@ -220,6 +235,9 @@ type rewriteTemplate struct {
 
 func (t *rewriteTemplate) Edges() []Target { return t.edges }
 
+// Counters implements CountedTemplate.
+func (t *rewriteTemplate) Counters() *counters.Layout { return rewriteLayout }
+
 func (t *rewriteTemplate) NewInstance() Stage { return &rewriteStage{cfg: t.cfg} }
 
 // rewriteStage is one worker's rewrite instance. Its counters are plain:
@@ -233,18 +251,12 @@ type rewriteStage struct {
 	pub [3]struct{ packets, bytes atomic.Uint64 }
 }
 
-// rewriteKeys are the rewrite stage's counter keys, in Report order.
-var rewriteKeys = [3]string{"skipped", "truncated", "runt"}
-
-// Report implements Reporter: the skipped, truncated and runt counters, when
-// non-zero, in that order.
-func (s *rewriteStage) Report(dst []Counter) []Counter {
+// Report implements Reporter: skipped, truncated and runt.
+func (s *rewriteStage) Report(dst []counters.Value) {
 	for i, c := range [...]rwCounter{s.skipped, s.truncated, s.runt} {
-		if c.packets != 0 {
-			dst = append(dst, Counter{Key: rewriteKeys[i], Packets: c.packets, Bytes: c.bytes})
-		}
+		dst[i].Value += c.packets
+		dst[i].Bytes += c.bytes
 	}
-	return dst
 }
 
 // PublishCounters implements LiveReporter: three counters, stored when
@@ -257,13 +269,11 @@ func (s *rewriteStage) PublishCounters() {
 }
 
 // LiveReport implements LiveReporter: Report's counters as published.
-func (s *rewriteStage) LiveReport(dst []Counter) []Counter {
+func (s *rewriteStage) LiveReport(dst []counters.Value) {
 	for i := range s.pub {
-		if p := s.pub[i].packets.Load(); p != 0 {
-			dst = append(dst, Counter{Key: rewriteKeys[i], Packets: p, Bytes: s.pub[i].bytes.Load()})
-		}
+		dst[i].Value += s.pub[i].packets.Load()
+		dst[i].Bytes += s.pub[i].bytes.Load()
 	}
-	return dst
 }
 
 var _ LiveReporter = (*rewriteStage)(nil)

@@ -317,7 +317,7 @@ func TestRewriteMatchesFullRecompute(t *testing.T) {
 					t.Fatalf("packet %d: meta\n got %+v\nwant %+v", i, gotMeta, wantMeta)
 				}
 			}
-			if got := stCounter(st, "skipped"); got != skipped {
+			if got := stCounter(st, "exception=skipped"); got != skipped {
 				t.Errorf("skipped counter %d, want %d", got, skipped)
 			}
 		})
@@ -486,7 +486,7 @@ func TestRewriteTruncated(t *testing.T) {
 					t.Fatalf("%v cut %d: destination port %d, want 8080", proto, cut, got)
 				}
 			}
-			if n := stCounter(st, "truncated"); n != 1 {
+			if n := stCounter(st, "exception=truncated"); n != 1 {
 				t.Fatalf("%v cut %d: truncated counter %d, want 1", proto, cut, n)
 			}
 		}
@@ -502,7 +502,7 @@ func TestRewriteRunt(t *testing.T) {
 	if e := stEdgeName(tpl, stRunAll(st, b)[0]); e != "next" || !bytes.Equal(b.Packet(0), in) {
 		t.Fatalf("runt: edge %s, bytes %x", e, b.Packet(0))
 	}
-	if n := stCounter(st, "runt"); n != 1 {
+	if n := stCounter(st, "exception=runt"); n != 1 {
 		t.Fatalf("runt counter %d, want 1", n)
 	}
 }
@@ -734,7 +734,7 @@ func rwAgree(t testing.TB, a *rings.Arena, addrs [2]uint64, tpl Template, pkt []
 		t.Fatalf("in %x (hr %d, meta %+v):\nProcess edge %d %x\n         meta %+v\ngeneral edge %d %x\n         meta %+v",
 			pkt, hr, m, edges[0], fast.Packet(0), fast.Meta[0], edges[1], gen.Packet(0), gen.Meta[0])
 	}
-	if r0, r1 := sts[0].Report(nil), sts[1].Report(nil); fmt.Sprint(r0) != fmt.Sprint(r1) {
+	if r0, r1 := stReport(sts[0]), stReport(sts[1]); fmt.Sprint(r0) != fmt.Sprint(r1) {
 		t.Fatalf("in %x: counters %v, general path %v", pkt, r0, r1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -30,13 +31,12 @@ type RunnerOptions struct {
 // A Runner belongs to one worker goroutine: Process, Stats and Counters must
 // not run concurrently. Process neither allocates nor locks.
 type Runner struct {
-	g       *Graph
-	nodes   []rnode
-	topo    []int32
-	next    []Edge // the stage's per-packet edge output, cap chunk
-	chunk   int    // vector capacity: the graph's batch size
-	timing  bool
-	scratch []Counter
+	g      *Graph
+	nodes  []rnode
+	topo   []int32
+	next   []Edge // the stage's per-packet edge output, cap chunk
+	chunk  int    // vector capacity: the graph's batch size
+	timing bool
 	// outcome collects the batch's rings.Outcome while Process runs;
 	// mixed once two terminals took packets or a sampler marked some.
 	outcome rings.Outcome
@@ -506,28 +506,15 @@ func (r *Runner) Stats(dst []NodeStats) []NodeStats {
 	return dst
 }
 
-// StageCounter is a stage-specific counter (from a stage instance that
-// implements Reporter), tagged with the stage's name.
-type StageCounter struct {
-	Stage string
-	Counter
-}
-
-// Counters appends the stage-specific counters of every stage instance that
-// implements Reporter, in node order. Call it only while the runner is not
-// processing.
-func (r *Runner) Counters(dst []StageCounter) []StageCounter {
-	for i := range r.nodes {
-		rep, ok := r.nodes[i].stage.(Reporter)
-		if !ok {
-			continue
-		}
-		r.scratch = rep.Report(r.scratch[:0])
-		for _, c := range r.scratch {
-			dst = append(dst, StageCounter{Stage: r.g.nodes[i].name, Counter: c})
-		}
+// Counters adds node i's stage counters into dst (the stage's layout's
+// length: Graph.Stages()[i].Counters) and reports whether the node has
+// any. Call it only while the runner is not processing.
+func (r *Runner) Counters(i int, dst []counters.Value) bool {
+	rep, ok := r.nodes[i].stage.(Reporter)
+	if ok {
+		rep.Report(dst)
 	}
-	return dst
+	return ok
 }
 
 // SumStats adds src's counts into dst, matching nodes by name (runners of
@@ -571,26 +558,6 @@ func addCounts(dst, src []uint64) []uint64 {
 	}
 	for i, c := range src {
 		dst[i] += c
-	}
-	return dst
-}
-
-// SumCounters adds src's counters into dst, matching by stage and key and
-// keeping first-seen order. It returns the updated dst.
-func SumCounters(dst, src []StageCounter) []StageCounter {
-	for _, s := range src {
-		found := false
-		for k := range dst {
-			if dst[k].Stage == s.Stage && dst[k].Key == s.Key {
-				dst[k].Packets += s.Packets
-				dst[k].Bytes += s.Bytes
-				found = true
-				break
-			}
-		}
-		if !found {
-			dst = append(dst, s)
-		}
 	}
 	return dst
 }

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"strings"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -20,7 +21,22 @@ import (
 // in receive order (Meta.Seq) and writes them to the file, so the capture
 // is the same for any number of workers, which per-worker counting here
 // could not give.
-var sampleKind = Kind{Name: "sample", Build: buildSample}
+//
+// Counters: kept, the candidates the engine picked (the candidates are the
+// stage's packets); the engine, which picks them, writes it (SampleKept).
+var sampleKind = Kind{Name: "sample", Build: buildSample, Counters: []counters.Decl{sampleKeptDecl}}
+
+// sampleKeptDecl is the sample stage's one counter.
+var sampleKeptDecl = counters.Decl{Name: "kept", Kind: counters.Counter, Unit: "packets",
+	Help: "Packets a sample stage kept (every N-th or the first N of those that reached it) for its file."}
+
+// sampleLayout is every sample stage's counter layout.
+var sampleLayout = counters.NewLayout(counters.Single(sampleKeptDecl))
+
+// SampleKept is the index of a sample stage's kept count in its counter
+// values: the engine, which picks the samples in receive order, writes it
+// there (the stage's own Report adds nothing).
+const SampleKept = 0
 
 type sampleOptions struct {
 	Every *int64 `yaml:"every"`
@@ -95,6 +111,12 @@ type sampleStage struct {
 func (s *sampleStage) Edges() []Target { return s.edges }
 
 func (s *sampleStage) NewInstance() Stage { return s }
+
+// Counters implements CountedTemplate: kept, which the engine counts.
+func (s *sampleStage) Counters() *counters.Layout { return sampleLayout }
+
+// Report implements Reporter: the stage counts nothing itself.
+func (s *sampleStage) Report([]counters.Value) {}
 
 // Process implements Stage.
 func (s *sampleStage) Process(b *rings.Batch, idx []uint16, next []Edge) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -40,20 +41,24 @@ type LengthKeeper interface {
 	KeepsLength() bool
 }
 
-// Reporter is implemented by stage instances that keep counters of their own
-// beyond the per-node packets/bytes the graph counts for every stage. The
-// engine calls Report only while the instance's worker is not running a batch
-// (after a run, or at a batch boundary), and sums counters with the same Key
-// over all worker instances.
-type Reporter interface {
-	Report(dst []Counter) []Counter
+// CountedTemplate is a Template whose instances keep counters of their
+// own, beyond the packets and bytes the graph counts at every node: a
+// filter's hits per rule, a count stage's keys, a rewrite's exceptions.
+// Counters returns their layout: families from the kind's declarations
+// (Kind.Counters) with this stage's key sets, fixed for the template's
+// life. Every instance must implement Reporter for it.
+type CountedTemplate interface {
+	Template
+	Counters() *counters.Layout
 }
 
-// Counter is one named stage counter.
-type Counter struct {
-	Key     string `json:"key"` // e.g. "proto=tcp", "vlan=10", "rule[3]"
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
+// Reporter is an instance of a CountedTemplate. Report adds its counters
+// into dst, which has the layout's length, in layout order, so the
+// engine sums its workers' instances by calling each in turn. The engine
+// calls it only while the instance's worker is not running a batch (after
+// a run, or at a batch boundary); it must not allocate.
+type Reporter interface {
+	Report(dst []counters.Value)
 }
 
 // Template is a stage compiled from its spec: immutable, shared by all
@@ -105,6 +110,11 @@ type Kind struct {
 	// reports every problem through c (c.Errorf, c.Decode) and returns nil if
 	// there was any.
 	Build func(c *BuildContext) Template
+	// Counters declares every family of counters a stage of this kind may
+	// keep of its own (its template's layout takes its families from
+	// here): what the report, `warpctl stats` and `top`, /metrics, the
+	// Grafana dashboard and the stats log line show for it.
+	Counters []counters.Decl
 }
 
 // BuildContext is what a stage's Build sees: its options, its default next

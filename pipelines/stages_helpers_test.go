@@ -7,6 +7,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -249,14 +250,94 @@ func stNetLayer(ls []gopacket.SerializableLayer) gopacket.NetworkLayer {
 	return nil
 }
 
-// stCounter returns the packets of the counter named key that st
+// Counter is a stage counter as the tests compare them: its text key
+// (counters.Group.Text: "total", "proto=tcp", "rule=3") and values.
+type Counter struct {
+	Key            string
+	Packets, Bytes uint64
+}
+
+// stLayout is the counter layout of instance st (nil: it keeps none).
+func stLayout(st Stage) *counters.Layout {
+	switch s := st.(type) {
+	case *filterStage:
+		return s.t.counters
+	case *countStage:
+		return s.layout
+	case *rewriteStage:
+		return rewriteLayout
+	case *sampleStage:
+		return sampleLayout
+	case *tkMark:
+		return tkMarkLayout
+	case *ctStage:
+		return ctLayout
+	case *natStage:
+		return natLayout
+	case *raStage:
+		return raLayout
+	}
+	return nil
+}
+
+// counterList is a layout's values as a list of the non-zero counters,
+// in layout order.
+func counterList(l *counters.Layout, vals []counters.Value) []Counter {
+	var out []Counter
+	for _, g := range l.Groups(vals) {
+		for _, kv := range g.Values {
+			if kv.Value != 0 || kv.Bytes != 0 {
+				out = append(out, Counter{Key: g.Text(kv), Packets: kv.Value, Bytes: kv.Bytes})
+			}
+		}
+	}
+	return out
+}
+
+// stReport is st's Report as a counter list (nil when st keeps none).
+func stReport(st Stage) []Counter {
+	r, ok := st.(Reporter)
+	l := stLayout(st)
+	if !ok || l == nil {
+		return nil
+	}
+	vals := make([]counters.Value, l.Len())
+	r.Report(vals)
+	return counterList(l, vals)
+}
+
+// StageCounter is a Counter of one stage, as the runner tests compare
+// them.
+type StageCounter struct {
+	Stage string
+	Counter
+}
+
+// runnerList is every stage's counters of r (live: as published) as a
+// list of the non-zero ones, in node order.
+func runnerList(r *Runner, live bool) []StageCounter {
+	var out []StageCounter
+	for i, si := range r.Graph().Stages() {
+		if si.Counters == nil {
+			continue
+		}
+		vals := make([]counters.Value, si.Counters.Len())
+		if live {
+			r.LiveCounters(i, vals)
+		} else {
+			r.Counters(i, vals)
+		}
+		for _, c := range counterList(si.Counters, vals) {
+			out = append(out, StageCounter{Stage: si.Name, Counter: c})
+		}
+	}
+	return out
+}
+
+// stCounter returns the packets of the counter of text key that st
 // reports (0 when absent).
 func stCounter(st Stage, key string) uint64 {
-	r, ok := st.(Reporter)
-	if !ok {
-		return 0
-	}
-	for _, c := range r.Report(nil) {
+	for _, c := range stReport(st) {
 		if c.Key == key {
 			return c.Packets
 		}

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"testing"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
 	"go.yaml.in/yaml/v3"
 )
@@ -125,8 +126,15 @@ func tkBuildMark(c *BuildContext) Template {
 	if !ok {
 		return nil
 	}
-	return &tkTmpl{edges: []Target{next}, mk: func() Stage { return &tkMark{} }}
+	return &tkCountedTmpl{tkTmpl{edges: []Target{next}, mk: func() Stage { return &tkMark{} }}}
 }
+
+// tkCountedTmpl is a tkTmpl whose instances keep t_mark's counter.
+type tkCountedTmpl struct{ tkTmpl }
+
+func (t *tkCountedTmpl) Counters() *counters.Layout { return tkMarkLayout }
+
+var tkMarkLayout = counters.NewLayout(counters.Single(counters.Decl{Name: "marked", Unit: "packets", Bytes: true, Help: "Packets t_mark marked."}))
 
 type tkMark struct{ packets, bytes uint64 }
 
@@ -139,8 +147,9 @@ func (s *tkMark) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
-func (s *tkMark) Report(dst []Counter) []Counter {
-	return append(dst, Counter{Key: "marked", Packets: s.packets, Bytes: s.bytes})
+func (s *tkMark) Report(dst []counters.Value) {
+	dst[0].Value += s.packets
+	dst[0].Bytes += s.bytes
 }
 
 func tkBuildBad(c *BuildContext) Template {

@@ -101,6 +101,8 @@ type statsTotal struct {
 	Transmitted uint64 `json:"transmitted"`
 	Dropped     uint64 `json:"dropped"`
 	Passed      uint64 `json:"passed"`
+	XDPDropped  uint64 `json:"xdp_dropped"`
+	XDPPassed   uint64 `json:"xdp_passed"`
 	Balanced    bool   `json:"balanced"`
 }
 
@@ -117,6 +119,8 @@ func runAllStats(cmd *cobra.Command, o *ctlOpts) error {
 		tot.Transmitted += t.Transmitted
 		tot.Dropped += t.Dropped
 		tot.Passed += t.Passed
+		tot.XDPDropped += t.XDPDropped
+		tot.XDPPassed += t.XDPPassed
 		tot.Balanced = tot.Balanced && t.Balanced
 	}
 	w := cmd.OutOrStdout()
@@ -127,17 +131,17 @@ func runAllStats(cmd *cobra.Command, o *ctlOpts) error {
 		return finishAll(io.Discard, len(reps), missed)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONTEXT\tTARGET\tPIPELINE\tGEN\tSWAPS\tRX\tTX\tDROP\tPASS\tACCOUNTING\tUP\tWATCH")
+	fmt.Fprintln(tw, "CONTEXT\tTARGET\tPIPELINE\tGEN\tSWAPS\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tACCOUNTING\tUP\tWATCH")
 	for _, r := range reps {
 		s, t := r.Reply, r.Reply.Totals
 		watch := "-"
 		if s.Watch != nil {
 			watch = map[bool]string{true: "in sync", false: "NOT in sync"}[s.Watch.InSync]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Context, r.Target, s.Pipeline, s.Generation, s.Swaps,
-			t.Received, t.Transmitted, t.Dropped, t.Passed, balanced(t.Balanced), time.Duration(s.UptimeNs).Round(time.Second), watch)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Context, r.Target, s.Pipeline, s.Generation, s.Swaps,
+			t.Received, t.Transmitted, t.Dropped, t.Passed, t.XDPDropped, t.XDPPassed, balanced(t.Balanced), time.Duration(s.UptimeNs).Round(time.Second), watch)
 	}
-	fmt.Fprintf(tw, "TOTAL\t%d of %d daemons\t\t\t\t%d\t%d\t%d\t%d\t%s\t\t\n", tot.Daemons, tot.Of, tot.Received, tot.Transmitted, tot.Dropped, tot.Passed, balanced(tot.Balanced))
+	fmt.Fprintf(tw, "TOTAL\t%d of %d daemons\t\t\t\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\t\n", tot.Daemons, tot.Of, tot.Received, tot.Transmitted, tot.Dropped, tot.Passed, tot.XDPDropped, tot.XDPPassed, balanced(tot.Balanced))
 	tw.Flush()
 	return finishAll(w, len(reps), missed)
 }

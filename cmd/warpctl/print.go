@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // printReport writes the human-readable report: per-stage table, verdicts
@@ -34,8 +35,12 @@ func printReport(w io.Writer, name string, r dataplane.Report, written bool) {
 			drops = append(drops, fmt.Sprintf("%s=%d", d.Reason, d.Packets))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Name, s.Kind, s.Calls, s.Packets, s.Bytes, ns, strings.Join(drops, " "))
-		for _, c := range s.Counters {
-			fmt.Fprintf(tw, "  %s\t\t\t%d\t%d\t\t\t\n", c.Key, c.Packets, c.Bytes)
+		for _, g := range s.Counters {
+			for _, kv := range g.Values {
+				if kv.Value != 0 || kv.Bytes != 0 {
+					fmt.Fprintf(tw, "  %s\t\t\t%d\t%d\t\t\t\n", g.Text(kv), kv.Value, kv.Bytes)
+				}
+			}
 		}
 	}
 	tw.Flush()
@@ -55,11 +60,15 @@ func printReport(w io.Writer, name string, r dataplane.Report, written bool) {
 		fmt.Fprintf(tw, "input drop %s\t%d\t-\t\n", d.Reason, d.Packets)
 	}
 	tw.Flush()
-	for _, s := range r.Samples {
+	for _, s := range r.Stages {
+		if s.File == "" {
+			continue // not a sample stage
+		}
+		kept := s.Counters[pipelines.SampleKept].Values[0].Value
 		if written {
-			fmt.Fprintf(w, "sample %s: kept %d of %d candidates in %s\n", s.Stage, s.Written, s.Candidates, s.File)
+			fmt.Fprintf(w, "sample %s: kept %d of %d candidates in %s\n", s.Name, kept, s.Packets, s.File)
 		} else {
-			fmt.Fprintf(w, "sample %s: chose %d of %d candidates (not written: no --out)\n", s.Stage, s.Written, s.Candidates)
+			fmt.Fprintf(w, "sample %s: chose %d of %d candidates (not written: no --out)\n", s.Name, kept, s.Packets)
 		}
 	}
 	if r.Cut > 0 {

@@ -151,10 +151,10 @@ var readmeChecks = []readmeCheck{
 	{block: "walkthrough", cmd: "bin/warpctl top", keys: typeTop, want: []string{`pipeline lab-forward`, `rx [0-9.]+k \([0-9.]+kpps\)`, `\[sort: drops\]`}},
 	{block: "walkthrough", cmd: "pipeline swap lab-drop-discard", want: []string{`swapped lab-forward -> lab-drop-discard`}},
 	{block: "walkthrough", cmd: "capture start", want: []string{`capture of acl to /var/lib/warpflow/captures/acl.pcap`, `kernel rules run on the workers`}},
-	{block: "walkthrough", cmd: "stats --watch", keys: typeCtrlC, rc: 130, want: []string{`discard`}},
+	{block: "walkthrough", cmd: "stats --watch", keys: typeCtrlC, rc: 130, want: []string{`discard`, `dropped \d+ in all: [1-9]\d* by the XDP program's kernel rules`}},
 	{block: "walkthrough", cmd: "capture status", want: []string{`100 written, 0 missed; ended: count 100 reached`,
 		`(?s)(198\.18\.0\.1\.\d+ > 198\.19\.0\.1\.9: UDP.*){3}`}, after: checkREADMECapture},
-	{block: "walkthrough", cmd: "curl -s localhost:9464/metrics", want: []string{`(?m)^warpflow_dropped\S*\{[^}]*reason="discard"[^}]*\} [1-9]`}},
+	{block: "walkthrough", cmd: "curl -s localhost:9464/metrics", want: []string{`(?m)^warpflow_dropped\S*\{[^}]*reason="discard"[^}]*\} [1-9]`, `(?m)^warpflow_dropped_in_xdp_packets_total\{reason="discard"\} [1-9]`}},
 	{block: "walkthrough", cmd: "dot -Tsvg", after: checkREADMESVG},
 	{block: "walkthrough", cmd: "pipeline swap lab-forward", want: []string{`swapped lab-drop-discard -> lab-forward`, `removed "lab-drop-discard"`}},
 	{block: "walkthrough", cmd: "^kill %2 %1", want: []string{`msg="final stats" .*balanced=true`, `msg="stopped cleanly"`, `lab wf removed`}},
@@ -163,7 +163,7 @@ var readmeChecks = []readmeCheck{
 	{block: "stateful", cmd: "conntrack list --sport 1024", want: []string{`(?m)^1 matched`, `udp\s+198\.18\.0\.1:1024 > 198\.19\.0\.1:9\s+198\.19\.0\.1:9 > 198\.19\.0\.2:\d+\s+unreplied snat`}},
 	{block: "stateful", cmd: `stats --json`, want: []string{`"interface":\s*"dp0"`, `"result":\s*"unsupported"`}},
 	{block: "stateful", cmd: "conntrack flush --all", want: []string{`flushed 1000 flows of ct \(0 left\)`}},
-	{block: "stateful", cmd: "^kill %1", want: []string{`msg="final stats" .*balanced=true drops=map\[\]`, `msg="stopped cleanly"`}},
+	{block: "stateful", cmd: "^kill %1", want: []string{`msg="final stats" .* dropped=0 passed=0 xdp_dropped=0 xdp_passed=0 balanced=true `, `msg="stopped cleanly"`}},
 	{block: "stateful", cmd: "lab down", want: []string{`lab wf removed`}},
 }
 

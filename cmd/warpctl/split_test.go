@@ -14,33 +14,36 @@ import (
 // received packets on queue dp0/0 (the workers saw the rest: tx of them
 // transmitted, one dropped by acl).
 func kernelStats(xdp, tx uint64) control.Stats {
-	q := control.QueueStats{Queue: "dp0/0", Counts: control.Counts{Received: xdp + tx + 1, Transmitted: tx, Dropped: xdp + 1, XDPDropped: xdp,
-		Drops: map[string]uint64{"acl": 1}, Balanced: true}}
+	q := control.QueueStats{Queue: "dp0/0", Counts: control.Counts{Received: xdp + tx + 1, Transmitted: tx, Dropped: 1, XDPDropped: xdp,
+		Drops: []control.DropCount{{Reason: "acl", Packets: 1}}, Balanced: true}}
 	return control.Stats{Pipeline: "a", Generation: 2, Queues: []control.QueueStats{q},
-		Totals: control.Counts{Received: xdp + tx + 1, Transmitted: tx, Dropped: xdp + 1, XDPDropped: xdp, Balanced: true,
-			Drops: map[string]uint64{"acl": 1, "flood": xdp}},
+		Totals: control.Counts{Received: xdp + tx + 1, Transmitted: tx, Dropped: 1, XDPDropped: xdp, Balanced: true,
+			Drops: []control.DropCount{{Reason: "acl", Packets: 1}, {Reason: "flood", XDPPackets: xdp}}},
 		KernelRules: []control.KernelRuleStats{{Interface: "dp0", Pipeline: "a", Generation: 2, Filter: "acl", Rule: 0, Line: 7,
 			Action: "drop:flood", Packets: xdp, Bytes: 64 * xdp}}}
 }
 
 // TestStatsShowsKernel: `warpctl stats` says what the kernel rules
-// decided, in the balance line, per queue and per rule (with its rate).
+// decided, first: in the balance line, every drop with the kernel's share
+// beside the workers', per reason, per queue and per rule (with its
+// rate).
 func TestStatsShowsKernel(t *testing.T) {
 	var b bytes.Buffer
 	prev := kernelStats(1000, 10)
 	printStats(&b, kernelStats(3000, 20), &prev, time.Second)
 	out := b.String()
 	for _, want := range []string{
-		"accounting OK: received 3021 = transmitted 20 + dropped 3001 + passed 0",
-		"of which the XDP program's kernel rules: dropped 3000, passed 0",
+		"accounting OK: received 3021 = transmitted 20 + dropped 1 + passed 0 + xdp dropped 3000 + xdp passed 0\n",
+		"dropped 3001 in all: 3000 by the XDP program's kernel rules (no worker saw them), 1 by the workers\n",
+		"rate: rx 2.0kpps  tx 10pps  drop 2.0kpps (xdp 2.0kpps)\n",
 		"kernel rule a/acl rule[0] (line 7, drop:flood, set 2 on dp0): 3000 packets 192000 bytes 2.0kpps",
-		"drops: acl=1 flood=3000",
+		"drops: acl=1 flood=3000 (xdp 3000, workers 0)\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stats lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^\s*dp0/0\s+3021\s+20\s+3001\s+0\s+3000\s+0\s`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^\s*dp0/0\s+3021\s+20\s+1\s+0\s+3000\s+0\s`).MatchString(out) {
 		t.Errorf("queue row lacks the xdp drop column:\n%s", out)
 	}
 }
@@ -62,7 +65,7 @@ func TestTopShowsKernel(t *testing.T) {
 		t.Fatalf("xdp row %+v in %+v", row, m.rows())
 	}
 	text := strings.Join(m.lines(), "\n")
-	if !strings.Contains(text, "xdp drop 3000 (2.0kpps) pass 0") || !regexp.MustCompile(`dp0/0\s+3021\s+20\s+3001\s+3000\s`).MatchString(text) {
+	if !strings.Contains(text, "drop 3001 (2.0kpps): xdp 3000 (2.0kpps) workers 1  pass 0 (xdp 0)") || !regexp.MustCompile(`dp0/0\s+3021\s+20\s+1\s+3000\s`).MatchString(text) {
 		t.Fatalf("top:\n%s", text)
 	}
 	// A new rule set (a swap) has no rate against the old one's counts.

@@ -3,14 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/internal/control"
-	"github.com/warpflow/warpflow/pipelines"
 )
 
 func newStatsCommand() *cobra.Command {
@@ -23,13 +22,16 @@ func newStatsCommand() *cobra.Command {
 		Long: `stats reads every counter without pausing the data path: packets and
 bytes received, transmitted per port, dropped by reason, passed; per stage
 packets, bytes, drops and ns/packet (with warpflowd --timing); each
-stage's own counters, live (a filter's hits per rule, a count stage's keys,
-a rewrite's exceptions, a sample stage's kept and candidate packets; the
-busiest 10 per stage here, all of them with --json); per worker
-batches and packets; batch fill; the kernel's drops; the split pipeline's
-kernel rules (what the XDP program dropped or passed, in total, per queue
-and per rule: counted in received, dropped and passed too); and where
-every frame is. --watch repeats it every --interval, with rates.
+stage's own counters, live, as each stage kind declares them (a filter's
+hits per rule, a count stage's keys, a rewrite's exceptions, a sample
+stage's kept packets; the busiest 10 per stage here, all of them with
+--json); the sample files the daemon writes; per queue the executor
+(cpu workers' batches and packets, or the GPU's device and fallback
+shares); batch fill; the kernel's drops before the pipeline; the split
+pipeline's kernel rules (what the XDP program dropped or passed, in
+total, per queue and per rule: in received, and as xdp dropped and xdp
+passed beside the workers' dropped and passed); and where every frame is.
+--watch repeats it every --interval, with rates.
 
 ` + controlExitCodesHelp,
 		Args: cobra.NoArgs,
@@ -95,7 +97,10 @@ func rate(cur, prev uint64, dt time.Duration) string {
 	return fmt.Sprintf("%.0fpps", r)
 }
 
-// printStats writes the human view; with prev, rates over dt.
+// printStats writes the human view; with prev, rates over dt. Its first
+// lines are where an operator looks first: the balance, then every drop
+// with the kernel's share (the XDP program's rules, which no worker sees)
+// beside the workers'.
 func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Duration) {
 	t := s.Totals
 	verdict := "OK"
@@ -103,20 +108,35 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		verdict = "MISMATCH (counts in flight)"
 	}
 	fmt.Fprintf(w, "pipeline %s (generation %d, %d swaps), up %s\n", s.Pipeline, s.Generation, s.Swaps, time.Duration(s.UptimeNs).Round(time.Second))
-	fmt.Fprintf(w, "accounting %s: received %d = transmitted %d + dropped %d + passed %d\n", verdict, t.Received, t.Transmitted, t.Dropped, t.Passed)
-	if t.XDPDropped+t.XDPPassed > 0 || len(s.KernelRules) > 0 {
-		fmt.Fprintf(w, "  of which the XDP program's kernel rules: dropped %d, passed %d (the workers never saw them)\n", t.XDPDropped, t.XDPPassed)
+	fmt.Fprintf(w, "accounting %s: received %d = transmitted %d + dropped %d + passed %d", verdict, t.Received, t.Transmitted, t.Dropped, t.Passed)
+	kernelRules := t.XDPDropped+t.XDPPassed > 0 || len(s.KernelRules) > 0
+	if kernelRules {
+		fmt.Fprintf(w, " + xdp dropped %d + xdp passed %d", t.XDPDropped, t.XDPPassed)
+	}
+	fmt.Fprintln(w)
+	if kernelRules {
+		fmt.Fprintf(w, "dropped %d in all: %d by the XDP program's kernel rules (no worker saw them), %d by the workers\n", t.Dropped+t.XDPDropped, t.XDPDropped, t.Dropped)
 	}
 	if prev != nil {
-		fmt.Fprintf(w, "rate: rx %s  tx %s  drop %s\n", rate(t.Received, prev.Totals.Received, dt), rate(t.Transmitted, prev.Totals.Transmitted, dt), rate(t.Dropped, prev.Totals.Dropped, dt))
+		p := prev.Totals
+		fmt.Fprintf(w, "rate: rx %s  tx %s  drop %s", rate(t.Received, p.Received, dt), rate(t.Transmitted, p.Transmitted, dt), rate(t.Dropped+t.XDPDropped, p.Dropped+p.XDPDropped, dt))
+		if kernelRules {
+			fmt.Fprintf(w, " (xdp %s)", orDash(rate(t.XDPDropped, p.XDPDropped, dt)))
+		}
+		fmt.Fprintln(w)
 	}
+	if line := dropsLine(t.Drops); line != "" {
+		fmt.Fprintf(w, "drops: %s\n", line)
+	}
+	fmt.Fprintf(w, "kernel drops (before the pipeline, not received): %d", t.KernelDropped)
+	if line := dropsLine(t.KernelDrops); line != "" {
+		fmt.Fprintf(w, " (%s)", line)
+	}
+	if t.FillRingEmpty > 0 {
+		fmt.Fprintf(w, "; fill ring found empty %d times", t.FillRingEmpty)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "batches %d (fill %.1f packets/batch), xdp redirected %d, no socket %d\n", t.Batches, t.BatchFill, t.Redirected, t.NoSocket)
-	if len(t.Drops) > 0 {
-		fmt.Fprintf(w, "drops: %s\n", kv(t.Drops))
-	}
-	if len(t.Kernel) > 0 {
-		fmt.Fprintf(w, "kernel drops: %s\n", kv(t.Kernel))
-	}
 	for _, r := range s.KernelRules {
 		fmt.Fprintf(w, "kernel rule %s/%s rule[%d] (line %d, %s, set %d on %s): %d packets %d bytes", r.Pipeline, r.Filter, r.Rule, r.Line, r.Action, r.Generation, r.Interface, r.Packets, r.Bytes)
 		if prev != nil {
@@ -136,24 +156,30 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		}
 		fmt.Fprintf(w, "capture %s %s -> %s: %d written, %d missed (%s)\n", c.Stage, c.Edge, c.File, c.Written, c.Missed, state)
 	}
+	for _, f := range s.SampleFiles {
+		fmt.Fprintf(w, "sample %s -> %s: %d written, %d missed, %d bytes, %d rotations", f.Stage, f.File, f.Written, f.Missed, f.Bytes, f.Rotations)
+		if f.Error != "" {
+			fmt.Fprintf(w, " (stopped: %s)", f.Error)
+		}
+		fmt.Fprintln(w)
+	}
 	if s.Watch != nil {
 		printWatch(w, s.Watch)
 	}
 	printStageCounters(w, s, prev, dt)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tFILL\tBIND\tATTACH\t")
+	fmt.Fprintln(tw, "QUEUE\tRX\tTX\tDROP\tPASS\tXDP DROP\tXDP PASS\tKERNEL DROP\tFILL\tBIND\tATTACH\tEXECUTOR\t")
 	for _, q := range s.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.XDPDropped, q.XDPPassed, q.BatchFill, q.Bind, q.Attach)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n", q.Queue, q.Received, q.Transmitted, q.Dropped, q.Passed, q.XDPDropped, q.XDPPassed, q.KernelDropped, q.BatchFill, q.Bind, q.Attach, q.Executor.Backend)
 	}
 	tw.Flush()
 	for qi, q := range s.Queues {
 		fmt.Fprintf(w, "\nqueue %s: frames %s\n", q.Queue, framesLine(q.Frames))
-		if len(q.Counts.Ports) > 0 {
+		if len(q.Ports) > 0 {
 			var ports []string
-			for name, pc := range q.Counts.Ports {
-				ports = append(ports, fmt.Sprintf("%s %d pkts %d bytes", name, pc.Packets, pc.Bytes))
+			for _, pc := range q.Ports {
+				ports = append(ports, fmt.Sprintf("%s %d pkts %d bytes", pc.Port, pc.Packets, pc.Bytes))
 			}
-			sort.Strings(ports)
 			fmt.Fprintf(w, "  tx ports: %s\n", strings.Join(ports, "; "))
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -174,10 +200,16 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 			if st.NsPerPacket > 0 {
 				ns = fmt.Sprintf("%.1f", st.NsPerPacket)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Name, st.Kind, st.Packets, st.Bytes, st.Calls, ns, r, kv(st.Drops))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Name, st.Kind, st.Packets, st.Bytes, st.Calls, ns, r, dropsLine(st.Drops))
 		}
 		tw.Flush()
-		for i, wk := range q.Workers {
+		x := q.Executor
+		fmt.Fprintf(w, "  executor %s", x.Backend)
+		if line := groupsLine(x.Counters); line != "" {
+			fmt.Fprintf(w, ": %s", line)
+		}
+		fmt.Fprintln(w)
+		for i, wk := range x.Workers {
 			fmt.Fprintf(w, "  worker %d: %d batches, %d packets, %d parks\n", i, wk.Batches, wk.Packets, wk.Parks)
 		}
 	}
@@ -189,96 +221,100 @@ const statsTopKeys = 10
 
 // printStageCounters writes the stages' own counters summed over the
 // queues (a filter's rule hits, a count stage's keys, a rewrite's
-// exceptions; the busiest statsTopKeys of each) and the sample counts.
+// exceptions, a sample stage's kept packets: the busiest statsTopKeys of
+// each), as their kinds declare them.
 func printStageCounters(w io.Writer, s control.Stats, prev *control.Stats, dt time.Duration) {
-	if len(s.StageCounters) == 0 && len(s.Samples) == 0 {
-		return
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STAGE\tKEY\tPACKETS\tBYTES\tRATE")
-	for _, set := range s.StageCounters {
-		list := topCounters(set.Counters, statsTopKeys)
+	header := false
+	for _, st := range s.Stages {
+		all := control.TopCounters(st.Counters, -1)
+		list := control.TopCounters(st.Counters, statsTopKeys)
+		if len(list) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "STAGE\tCOUNTER\tVALUE\tBYTES\tRATE")
+			header = true
+		}
 		for _, c := range list {
 			r := ""
-			if p, ok := prevCounter(prev, set.Stage, c.Key); ok {
-				r = rate(c.Packets, p, dt)
+			if c.Kind == counters.Counter {
+				if p, ok := prevCounter(prev, st.Name, c.Text); ok {
+					r = rate(c.Value, p, dt)
+				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", set.Stage, c.Key, c.Packets, c.Bytes, r)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", st.Name, c.Text, c.Value, c.Bytes, r)
 		}
-		if more := len(set.Counters) - len(list); more > 0 {
-			fmt.Fprintf(tw, "%s\t(%d more: stats --json)\t\t\t\n", set.Stage, more)
+		if more := len(all) - len(list); more > 0 {
+			fmt.Fprintf(tw, "%s\t(%d more: stats --json)\t\t\t\n", st.Name, more)
 		}
-	}
-	for _, sc := range s.Samples {
-		fmt.Fprintf(tw, "%s\tsample %s\t%d kept of %d\t\t\n", sc.Stage, sc.File, sc.Written, sc.Candidates)
 	}
 	tw.Flush()
 }
 
-// topCounters returns the n busiest counters of list (by packets, then
-// in list order), in list order.
-func topCounters(list []pipelines.Counter, n int) []pipelines.Counter {
-	if len(list) <= n {
-		return list
-	}
-	idx := make([]int, len(list))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return list[idx[a]].Packets > list[idx[b]].Packets })
-	idx = idx[:n]
-	sort.Ints(idx)
-	out := make([]pipelines.Counter, 0, n)
-	for _, i := range idx {
-		out = append(out, list[i])
-	}
-	return out
-}
-
-// prevCounter finds stage's key in an earlier sample.
-func prevCounter(prev *control.Stats, stage, key string) (uint64, bool) {
+// prevCounter finds stage's counter text (as TopCounters names it) in an
+// earlier sample.
+func prevCounter(prev *control.Stats, stage, text string) (uint64, bool) {
 	if prev == nil {
 		return 0, false
 	}
-	for _, set := range prev.StageCounters {
-		if set.Stage != stage {
-			continue
-		}
-		for _, c := range set.Counters {
-			if c.Key == key {
-				return c.Packets, true
-			}
+	st := prev.Stage(stage)
+	if st == nil {
+		return 0, false
+	}
+	for _, c := range control.TopCounters(st.Counters, -1) {
+		if c.Text == text {
+			return c.Value, true
 		}
 	}
 	return 0, false
 }
 
-func kv(m map[string]uint64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+// dropsLine is reason=packets for every reason that dropped something,
+// with the kernel rules' share where they had one.
+func dropsLine(list []control.DropCount) string {
 	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	for _, d := range list {
+		switch {
+		case d.XDPPackets > 0:
+			parts = append(parts, fmt.Sprintf("%s=%d (xdp %d, workers %d)", d.Reason, d.Packets+d.XDPPackets, d.XDPPackets, d.Packets))
+		case d.Packets > 0:
+			parts = append(parts, fmt.Sprintf("%s=%d", d.Reason, d.Packets))
+		}
 	}
 	return strings.Join(parts, " ")
 }
 
-func framesLine(f control.Frames) string {
-	a := f.FrameAccount
+// groupsLine writes declared counters as people read them: a family of
+// one counter as name=value, a keyed family's counters each with its
+// share of the family (the GPU's device and fallback packets).
+func groupsLine(groups []counters.Group) string {
 	var parts []string
-	for _, p := range []struct {
-		name string
-		n    int
-	}{
-		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
-		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
-		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
-	} {
-		if p.n != 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", p.name, p.n))
+	for _, g := range groups {
+		if g.Label == "" {
+			parts = append(parts, fmt.Sprintf("%s=%d", g.Name, g.Values[0].Value))
+			continue
+		}
+		var sum uint64
+		for _, kv := range g.Values {
+			sum += kv.Value
+		}
+		keys := []string{g.Name + " by " + g.Label + ":"}
+		for _, kv := range g.Values {
+			keys = append(keys, fmt.Sprintf("%s=%d (%.1f%%)", kv.Key, kv.Value, 100*float64(kv.Value)/float64(max(sum, 1))))
+		}
+		parts = append(parts, strings.Join(keys, " "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// framesLine is a frame account's non-zero places, in order, and its
+// total.
+func framesLine(f control.Frames) string {
+	var parts []string
+	for _, p := range f.Places {
+		if p.Frames != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", p.Place, p.Frames))
 		}
 	}
 	return fmt.Sprintf("total %d (%s)", f.Total, strings.Join(parts, " "))

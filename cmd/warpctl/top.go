@@ -8,6 +8,7 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/spf13/cobra"
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/internal/control"
 )
 
@@ -26,8 +27,11 @@ func newTopCommand() *cobra.Command {
 then each queue, refreshed every --interval. The split pipeline's kernel
 rules show as rows of kind xdp (FILTER[RULE]: what the XDP program decided
 by each, before any worker). Below, the busiest of the stages' own
-counters (a filter's rules, a count stage's keys) and each sample stage's
-kept packets, with rates. Keys:
+counters, as each stage kind declares them (a filter's rules, a count
+stage's keys, a sample stage's kept packets), with rates; then each queue
+with its executor (the GPU's device and fallback shares). The header's
+drop is every drop, the XDP program's kernel rules' share and the
+workers' beside it. Keys:
   s          next sort key (rate, packets, drops, ns, name)
   r p d t n  sort by rate, packets, drops, ns/packet, name
   i          reverse the order
@@ -100,32 +104,22 @@ func (m *topModel) rows() []topRow {
 	index := map[string]int{}
 	prevPackets := map[string]uint64{}
 	if m.prev != nil {
-		for _, q := range m.prev.Queues {
-			for _, st := range q.Stages {
-				prevPackets[st.Name] += st.Packets
-			}
+		for _, st := range m.prev.Stages {
+			prevPackets[st.Name] = st.Packets
 		}
 	}
 	nanos := map[string]uint64{}
-	for _, q := range m.cur.Queues {
-		for _, st := range q.Stages {
-			i, ok := index[st.Name]
-			if !ok {
-				i = len(rows)
-				index[st.Name] = i
-				rows = append(rows, topRow{name: st.Name, kind: st.Kind})
-			}
-			r := &rows[i]
-			r.packets += st.Packets
-			r.bytes += st.Bytes
-			for _, n := range st.Drops {
-				r.drops += n
-			}
-			if st.Kind == "drop" {
-				r.drops += st.Packets // a drop terminal drops what reaches it
-			}
-			nanos[st.Name] += st.Nanos
+	for _, st := range m.cur.Stages {
+		index[st.Name] = len(rows)
+		r := topRow{name: st.Name, kind: st.Kind, packets: st.Packets, bytes: st.Bytes}
+		for _, d := range st.Drops {
+			r.drops += d.Packets
 		}
+		if st.Kind == "drop" {
+			r.drops += st.Packets // a drop terminal drops what reaches it
+		}
+		nanos[st.Name] = st.Nanos
+		rows = append(rows, r)
 	}
 	// The split's kernel rules, as rows of kind xdp (summed over the
 	// interfaces; a rate only against the same rule set).
@@ -260,9 +254,13 @@ func (m *topModel) lines() []string {
 	if m.prev != nil {
 		xdrop = rate(t.XDPDropped, m.prev.Totals.XDPDropped, m.dt)
 	}
-	out = append(out, fmt.Sprintf("rx %s (%s)  tx %s (%s)  drop %s (%s)  pass %s  fill %.1f/batch  xdp drop %s (%s) pass %s",
-		fmtCount(t.Received), orDash(rx), fmtCount(t.Transmitted), orDash(tx), fmtCount(t.Dropped), orDash(drop), fmtCount(t.Passed), t.BatchFill,
-		fmtCount(t.XDPDropped), orDash(xdrop), fmtCount(t.XDPPassed)))
+	dropped := t.Dropped + t.XDPDropped
+	if m.prev != nil {
+		drop = rate(dropped, m.prev.Totals.Dropped+m.prev.Totals.XDPDropped, m.dt)
+	}
+	out = append(out, fmt.Sprintf("rx %s (%s)  tx %s (%s)  drop %s (%s): xdp %s (%s) workers %s  pass %s (xdp %s)  kernel drop %s  fill %.1f/batch",
+		fmtCount(t.Received), orDash(rx), fmtCount(t.Transmitted), orDash(tx), fmtCount(dropped), orDash(drop), fmtCount(t.XDPDropped), orDash(xdrop),
+		fmtCount(t.Dropped), fmtCount(t.Passed), fmtCount(t.XDPPassed), fmtCount(t.KernelDropped), t.BatchFill))
 	if m.err != nil {
 		out = append(out, "error: "+m.err.Error())
 	} else {
@@ -282,10 +280,13 @@ func (m *topModel) lines() []string {
 			out = append(out, fmt.Sprintf("%-22s %-18s %12.0f %12d", trunc(k.stage, 22), trunc(k.key, 18), k.rate, k.packets))
 		}
 	}
-	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %12s %10s  %s", "QUEUE", "RX", "TX", "DROP", "XDP DROP", "FILL", "FRAMES"))
+	out = append(out, "", fmt.Sprintf("%-22s %12s %12s %12s %12s %10s %-9s %s", "QUEUE", "RX", "TX", "DROP", "XDP DROP", "FILL", "EXECUTOR", "FRAMES"))
 	for _, q := range s.Queues {
-		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %12d %10.1f  free %d fill %d rx %d engine %d tx %d", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.XDPDropped, q.BatchFill,
-			q.Frames.Free, q.Frames.Fill, q.Frames.RX, q.Frames.Engine, q.Frames.TX))
+		out = append(out, fmt.Sprintf("%-22s %12d %12d %12d %12d %10.1f %-9s %s", trunc(q.Queue, 22), q.Received, q.Transmitted, q.Dropped, q.XDPDropped, q.BatchFill,
+			trunc(q.Executor.Backend, 9), framesLine(q.Frames)))
+		if line := groupsLine(q.Executor.Counters); line != "" {
+			out = append(out, "  "+q.Executor.Backend+": "+line)
+		}
 	}
 	out = append(out, "", "keys: s next sort  r/p/d/t/n rate/packets/drops/ns/name  i reverse  q quit")
 	return out
@@ -301,18 +302,18 @@ type keyRow struct {
 	rate       float64
 }
 
-// keyRows returns the n busiest stage counters (by rate, then packets)
-// and the sample stages' kept packets.
+// keyRows returns the n busiest stage counters (by rate, then value),
+// summed over the queues.
 func (m *topModel) keyRows(n int) []keyRow {
 	if m.cur == nil {
 		return nil
 	}
 	var rows []keyRow
-	for _, set := range m.cur.StageCounters {
-		for _, c := range set.Counters {
-			r := keyRow{stage: set.Stage, key: c.Key, packets: c.Packets}
-			if p, ok := prevCounter(m.prev, set.Stage, c.Key); ok && m.dt > 0 && c.Packets >= p {
-				r.rate = float64(c.Packets-p) / m.dt.Seconds()
+	for _, st := range m.cur.Stages {
+		for _, c := range control.TopCounters(st.Counters, -1) {
+			r := keyRow{stage: st.Name, key: c.Text, packets: c.Value}
+			if p, ok := prevCounter(m.prev, st.Name, c.Text); ok && m.dt > 0 && c.Value >= p && c.Kind == counters.Counter {
+				r.rate = float64(c.Value-p) / m.dt.Seconds()
 			}
 			rows = append(rows, r)
 		}
@@ -325,17 +326,6 @@ func (m *topModel) keyRows(n int) []keyRow {
 	})
 	if len(rows) > n {
 		rows = rows[:n]
-	}
-	for _, sc := range m.cur.Samples {
-		r := keyRow{stage: sc.Stage, key: "sample kept", packets: sc.Written}
-		if m.prev != nil && m.dt > 0 {
-			for _, p := range m.prev.Samples {
-				if p.Stage == sc.Stage && sc.Written >= p.Written {
-					r.rate = float64(sc.Written-p.Written) / m.dt.Seconds()
-				}
-			}
-		}
-		rows = append(rows, r)
 	}
 	return rows
 }

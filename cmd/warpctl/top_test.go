@@ -21,12 +21,12 @@ func (f *topStats) fetch() (control.Stats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
+	stages := []control.StageStats{
+		{Name: "fast", Kind: "parse", Packets: f.n * 1000, Nanos: f.n * 1000 * 5},
+		{Name: "slow", Kind: "filter", Packets: f.n * 10, Nanos: f.n * 10 * 900, Drops: []control.DropCount{{Reason: "acl", Packets: f.n * 9}}},
+	}
 	return control.Stats{Pipeline: "demo", Generation: 2, Totals: control.Counts{Received: f.n * 1000},
-		Queues: []control.QueueStats{{Queue: "dp0/0", Counts: control.Counts{Received: f.n * 1000},
-			Stages: []control.StageStats{
-				{Name: "fast", Kind: "parse", Packets: f.n * 1000, Nanos: f.n * 1000 * 5},
-				{Name: "slow", Kind: "filter", Packets: f.n * 10, Nanos: f.n * 10 * 900, Drops: map[string]uint64{"acl": f.n * 9}},
-			}}}}, nil
+		Queues: []control.QueueStats{{Queue: "dp0/0", Counts: control.Counts{Received: f.n * 1000}, Stages: stages}}, Stages: stages}, nil
 }
 
 // lockedScreen serialises the view's Show with the test's reads (the

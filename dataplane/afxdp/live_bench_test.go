@@ -120,12 +120,12 @@ func liveEngine(t testing.TB) (*lab.Topology, *afxdp.Queue, *dataplane.Engine) {
 // pump sends until the receive port has counted n more packets, bounded
 // by timeout.
 func pump(tb testing.TB, g *txGen, rx *afxdp.Port, n uint64, timeout time.Duration) {
-	target := rx.Counters().RXPackets + n
+	target := rx.Counter("rx") + n
 	deadline := time.Now().Add(timeout)
-	for i := 0; rx.Counters().RXPackets < target; i++ {
+	for i := 0; rx.Counter("rx") < target; i++ {
 		g.burst()
 		if i&1023 == 0 && time.Now().After(deadline) {
-			tb.Fatalf("received %d of %d within %s", rx.Counters().RXPackets-(target-n), n, timeout)
+			tb.Fatalf("received %d of %d within %s", rx.Counter("rx")-(target-n), n, timeout)
 		}
 	}
 }
@@ -156,12 +156,12 @@ func TestLiveForwardAllocs(t *testing.T) {
 	g := newTxGen(t, topo)
 	rx := q.RX()
 	pump(t, g, rx, 5000, 10*time.Second)
-	polls := rx.Counters().Polls
+	polls := rx.Counter("polls")
 	allocs := testing.AllocsPerRun(200, func() {
 		pump(t, g, rx, 64, 5*time.Second)
 		time.Sleep(200 * time.Microsecond) // idle: the engine's wait reaches poll(2)
 	})
-	if rx.Counters().Polls == polls {
+	if rx.Counter("polls") == polls {
 		t.Error("the engine never waited in poll(2): the idle path went untested")
 	}
 	if allocs != 0 {
@@ -170,13 +170,13 @@ func TestLiveForwardAllocs(t *testing.T) {
 	// The loop did forward: the engine transmitted what it received.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		s := e.Snapshot()
+		s := e.Stats()
 		if s.Received > 5000+200*64 && s.Received == s.Transmitted+s.Dropped {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Errorf("engine snapshot %+v: want at least %d received, all transmitted or dropped", e.Snapshot(), 5000+200*64)
+	t.Errorf("engine snapshot %+v: want at least %d received, all transmitted or dropped", e.Stats(), 5000+200*64)
 }
 
 // TestWaitSleepsWhenIdle checks the port's idle wait: on an empty RX ring
@@ -197,10 +197,10 @@ func TestWaitSleepsWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	spins := 0
-	for rx.Counters().Polls == 0 && spins < 100 {
+	for rx.Counter("polls") == 0 && spins < 100 {
 		start := time.Now()
 		rx.Wait(timeout)
-		if rx.Counters().Polls == 0 {
+		if rx.Counter("polls") == 0 {
 			spins++
 			if d := time.Since(start); d >= timeout/2 {
 				t.Fatalf("a spinning wait took %s, as long as a sleep", d)
@@ -217,13 +217,13 @@ func TestWaitSleepsWhenIdle(t *testing.T) {
 	for rx.Places().RX < 100 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	polls := rx.Counters().Polls
+	polls := rx.Counter("polls")
 	start := time.Now()
 	for range 10 {
 		rx.Wait(timeout)
 	}
-	if d := time.Since(start); rx.Counters().Polls != polls || d >= timeout/2 {
-		t.Fatalf("with packets waiting, 10 waits made %d polls and took %s; want none, at once", rx.Counters().Polls-polls, d)
+	if d := time.Since(start); rx.Counter("polls") != polls || d >= timeout/2 {
+		t.Fatalf("with packets waiting, 10 waits made %d polls and took %s; want none, at once", rx.Counter("polls")-polls, d)
 	}
 	b.Clear()
 	if n, err := rx.Receive(b); err != nil || n != 64 {

@@ -42,7 +42,10 @@ type Port struct {
 	slept             bool
 	waitErr           error // a failed poll, returned by the next Receive
 
-	stats  portCounters
+	stats portCounters
+	// pub is the ring indices the I/O loop writes, as of the engine's
+	// last publication (PublishPlaces), for FramePlaces.
+	pub    struct{ fillProd, rxCons, txProd, compCons atomic.Uint32 }
 	err    error       // first socket error seen (ENETDOWN after the link went)
 	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
 
@@ -64,42 +67,14 @@ var (
 	_ dataplane.Waiter        = (*Port)(nil)
 )
 
-// portCounters are written by the I/O loop and read by Counters from any
-// goroutine.
+// portCounters are written by the I/O loop and read from any goroutine
+// (ReadCounters); portCounterDecls declares them.
 type portCounters struct {
-	rxPackets   atomic.Uint64
-	txPackets   atomic.Uint64
-	completions atomic.Uint64
-	// fillStarved counts Receive calls that found the fill ring below a
-	// quarter full and no free frame to top it up: frames are held
-	// elsewhere (in flight, in the kernel's TX), the back-pressure the
-	// kernel then shows as rx_fill_ring_empty.
-	fillStarved atomic.Uint64
-	// txRingFull counts Transmit calls that found less room on the TX
-	// ring than they had packets; the engine counts the refused packets
-	// as tx_full drops.
-	txRingFull atomic.Uint64
-	// kicks and wakeups count the syscalls need_wakeup asked for.
-	kicks, wakeups atomic.Uint64
-	kickErrors     atomic.Uint64
-	// linkDown counts kicks and wake-ups the kernel refused because the
-	// interface was down (xdp.ErrLinkDown): not errors of the port.
-	linkDown atomic.Uint64
-	// polls counts the waits that slept in poll(2), pollErrors those it
-	// refused.
-	polls, pollErrors atomic.Uint64
-}
-
-// Counters is a port's own counters.
-type Counters struct {
-	RXPackets, TXPackets, Completions uint64
-	FillStarved, TXRingFull           uint64
-	Kicks, Wakeups, KickErrors        uint64
-	// LinkDown counts the kicks and wake-ups refused while the interface
-	// was down; what waited on the TX ring went when it came back up.
-	LinkDown uint64
-	// Polls counts idle waits that gave the CPU up in poll(2).
-	Polls, PollErrors uint64
+	rxPackets, txPackets, completions atomic.Uint64
+	fillStarved, txRingFull           atomic.Uint64
+	kicks, wakeups, kickErrors        atomic.Uint64
+	linkDown                          atomic.Uint64
+	polls, pollErrors                 atomic.Uint64
 }
 
 // ErrBadOptions reports options that cannot make a port.
@@ -426,27 +401,65 @@ func (p *Port) Recycle(descs []rings.Desc) {
 	}
 }
 
-// Counters returns the port's counters; safe from any goroutine.
-func (p *Port) Counters() Counters {
-	s := &p.stats
-	return Counters{
-		RXPackets: s.rxPackets.Load(), TXPackets: s.txPackets.Load(), Completions: s.completions.Load(),
-		FillStarved: s.fillStarved.Load(), TXRingFull: s.txRingFull.Load(),
-		Kicks: s.kicks.Load(), Wakeups: s.wakeups.Load(), KickErrors: s.kickErrors.Load(), LinkDown: s.linkDown.Load(),
-		Polls: s.polls.Load(), PollErrors: s.pollErrors.Load(),
+// PublishPlaces stores the ring indices the engine's I/O loop writes
+// (dataplane.FrameReporter): the fill and TX producers, the RX and
+// completion consumers, as of the engine's publication. I/O loop only.
+func (p *Port) PublishPlaces() {
+	if p.closed.Load() {
+		return
+	}
+	tx, c := p.sock.TX(), p.sock.Completion()
+	storeIfChanged(&p.pub.txProd, tx.Producer())
+	storeIfChanged(&p.pub.compCons, c.Consumer())
+	if p.receive {
+		storeIfChanged(&p.pub.fillProd, p.sock.Fill().Producer())
+		storeIfChanged(&p.pub.rxCons, p.sock.RX().Consumer())
 	}
 }
 
-// FramePlaces adds the port's places to acct (dataplane.FrameReporter):
-// from the rings' shared indices, safe from any goroutine.
+func storeIfChanged(a *atomic.Uint32, v uint32) {
+	if a.Load() != v {
+		a.Store(v)
+	}
+}
+
+// FramePlaces adds the port's places to acct (dataplane.FrameReporter),
+// as of the engine's last publication: the frames between the published
+// indices, split at the kernel's (see chain). Safe from any goroutine.
 func (p *Port) FramePlaces(acct *dataplane.FrameAccount) {
-	pl := p.Places()
-	acct.Fill += pl.Fill
-	acct.KernelRX += pl.KernelRX
-	acct.RX += pl.RX
-	acct.TX += pl.TX
-	acct.KernelTX += pl.KernelTX
-	acct.Completion += pl.Completion
+	if p.closed.Load() {
+		return
+	}
+	tx, c := p.sock.TX(), p.sock.Completion()
+	// Downstream first: the completion producer, then the TX consumer.
+	comp, kern, ring := chain(p.pub.compCons.Load(), c.Producer(), tx.Consumer(), p.pub.txProd.Load())
+	acct.Completion += comp
+	acct.KernelTX += kern
+	acct.TX += ring
+	if p.receive {
+		f, rx := p.sock.Fill(), p.sock.RX()
+		rxq, kern, fill := chain(p.pub.rxCons.Load(), rx.Producer(), f.Consumer(), p.pub.fillProd.Load())
+		acct.RX += rxq
+		acct.KernelRX += kern
+		acct.Fill += fill
+	}
+}
+
+// chain splits the frames of one ring pair, from lo (the consumer index
+// the I/O loop published) to hi (the producer index it published), at the
+// kernel's two indices a <= b, read in that order (a first): it returns
+// the counts in [lo, a), [a, b) and [b, hi). The kernel's indices only
+// grow and never pass the published ones' live values, so a is at least
+// lo; either may have passed hi since the publication (the kernel took
+// frames produced after it) and is held at hi, b at least a. So no count
+// is negative (a difference of 32-bit indices that wrapped), and the three
+// sum to hi - lo, what the chain held at the publication.
+func chain(lo, a, b, hi uint32) (first, mid, last int) {
+	span := hi - lo
+	da, db := a-lo, b-lo
+	db = min(db, span)
+	da = min(da, db)
+	return int(da), int(db - da), int(span - db)
 }
 
 // Places is where a port's frames are, from the rings' shared indices.
@@ -459,29 +472,29 @@ func (pl Places) Total() int {
 	return pl.Fill + pl.KernelRX + pl.RX + pl.TX + pl.KernelTX + pl.Completion
 }
 
-// Places reads the frame counts of each place from the rings' indices
-// (atomic loads: safe from any goroutine). Each count is the difference
-// of two cumulative 32-bit indices, so it is right across wrap-around.
-// Read while the kernel moves frames, one frame may show in two
-// neighbouring places or in none.
+// Places reads the frame counts of each place from the rings' live
+// indices (atomic loads: safe from any goroutine), each read once,
+// downstream first, so no count is negative; read while frames move, a
+// frame may show in a neighbouring place. FramePlaces is the engine's
+// consistent account.
 func (p *Port) Places() Places {
 	var pl Places
 	if p.closed.Load() {
 		return pl
 	}
 	tx, c := p.sock.TX(), p.sock.Completion()
-	txProd, txCons := tx.Producer(), tx.Consumer()
-	cProd, cCons := c.Producer(), c.Consumer()
-	pl.TX = int(txProd - txCons)
-	pl.KernelTX = int(txCons - cProd)
-	pl.Completion = int(cProd - cCons)
+	cCons := c.Consumer()
+	cProd := c.Producer()
+	txCons := tx.Consumer()
+	txProd := tx.Producer()
+	pl.Completion, pl.KernelTX, pl.TX = chain(cCons, cProd, txCons, txProd)
 	if p.receive {
 		f, rx := p.sock.Fill(), p.sock.RX()
-		fProd, fCons := f.Producer(), f.Consumer()
-		rProd, rCons := rx.Producer(), rx.Consumer()
-		pl.Fill = int(fProd - fCons)
-		pl.KernelRX = int(fCons - rProd)
-		pl.RX = int(rProd - rCons)
+		rCons := rx.Consumer()
+		rProd := rx.Producer()
+		fCons := f.Consumer()
+		fProd := f.Producer()
+		pl.RX, pl.KernelRX, pl.Fill = chain(rCons, rProd, fCons, fProd)
 	}
 	return pl
 }

@@ -671,7 +671,7 @@ func measure(ctx context.Context, p scalingPlan, capture []byte, frames int, o S
 		m.packets += got
 		m.replayed += u.in.Stats().Packets
 		if u.pool != nil {
-			snap := u.e.Snapshot()
+			snap := u.e.Stats()
 			m.batches, m.execFull = snap.Batches, snap.ExecutorFull
 			st := u.pool.Stats()
 			t := st.Total()

@@ -1,20 +1,18 @@
 package control
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/warpflow/warpflow/dataplane"
-	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/internal/trust"
-	"github.com/warpflow/warpflow/pipelines"
-	"github.com/warpflow/warpflow/workers"
-	"github.com/warpflow/warpflow/xdp"
 )
 
 // DefaultSocket is where warpflowd listens unless configured otherwise.
@@ -293,10 +291,17 @@ type SwapTiming struct {
 	TotalNs int64 `json:"total_ns"`
 }
 
-// Stats is what the daemon counted, in total and per queue. Every field
-// is read without pausing the data path: the engines' published counters,
-// their frame accounting, the rings' indices, the sockets' and the XDP
-// program's kernel counters, the runners' published stage counters.
+// Stats is what the daemon counted, in total and per queue: each queue's
+// engine's snapshot (dataplane.Stats, one consistent read per queue) with
+// the kernel's counters the daemon reads beside it (the XDP program's, the
+// sockets'), in plain JSON. Every field is read without pausing the data
+// path.
+//
+// What each counter means (received = transmitted + dropped + passed +
+// xdp_dropped + xdp_passed, the kernel's drops before the pipeline, the
+// fill per batch, the frame places, what is one snapshot) is written once,
+// in docs/COUNTERS.md, whose tables are generated from the lists the code
+// iterates.
 type Stats struct {
 	Pipeline   string       `json:"pipeline"`
 	Generation uint64       `json:"generation"`
@@ -311,13 +316,15 @@ type Stats struct {
 	// KernelRules are the split pipeline's kernel rules in force on each
 	// receiving interface, with what the XDP program decided by each
 	// since that rule set was loaded (a swap starts a new set; the old
-	// set's counts stay in Totals.Drops).
+	// set's counts stay in the totals' drops).
 	KernelRules []KernelRuleStats `json:"kernel_rules,omitempty"`
-	// StageCounters are the stages' own counters (StageStats.Counters)
-	// and Samples the sample stages' counts, summed over the queues, in
-	// the running pipeline's stage order.
-	StageCounters []StageCounterSet       `json:"stage_counters,omitempty"`
-	Samples       []dataplane.SampleCount `json:"samples,omitempty"`
+	// Stages are the running pipeline's stages summed over the queues,
+	// in stage order: packets, bytes, drops by reason and their own
+	// counters.
+	Stages []StageStats `json:"stages"`
+	// SampleFiles are the files the daemon writes the sample stages'
+	// kept packets to, one per sample stage's file.
+	SampleFiles []SampleFile `json:"sample_files,omitempty"`
 	// RSS is what came of making each receiving interface's RSS hash
 	// symmetric for the stateful stages (absent while no pipeline with
 	// one has run).
@@ -348,21 +355,28 @@ type KernelRuleStats struct {
 	Bytes      uint64 `json:"bytes"`
 }
 
-// Counts are verdict counters and frame accounting, summed or per queue.
+// Counts are the verdict counters, the kernel's beside them and the frame
+// accounting, summed or per queue (see Stats for what they mean).
 type Counts struct {
-	Received      uint64            `json:"received"`
-	ReceivedBytes uint64            `json:"received_bytes"`
-	Transmitted   uint64            `json:"transmitted"`
-	Dropped       uint64            `json:"dropped"`
-	Passed        uint64            `json:"passed"`
-	Drops         map[string]uint64 `json:"drops"` // by reason, zero counts left out
-	// Ports is what each tx port took, packets and bytes.
-	Ports map[string]PortCount `json:"tx_ports,omitempty"`
-	// Balanced is received == transmitted + dropped + passed.
-	Balanced bool   `json:"balanced"`
-	Frames   Frames `json:"frames"`
+	Received      uint64 `json:"received"`
+	ReceivedBytes uint64 `json:"received_bytes"`
+	Transmitted   uint64 `json:"transmitted"`
+	Dropped       uint64 `json:"dropped"`
+	Passed        uint64 `json:"passed"`
+	XDPDropped    uint64 `json:"xdp_dropped"`
+	XDPPassed     uint64 `json:"xdp_passed"`
+	// Balanced is received == transmitted + dropped + passed +
+	// xdp_dropped + xdp_passed.
+	Balanced bool `json:"balanced"`
+	// EngineReceived is what the engine read from the RX rings.
+	EngineReceived uint64 `json:"engine_received"`
+	// Drops is every reason that dropped something, in the pipeline's
+	// order.
+	Drops []DropCount `json:"drops"`
+	// Ports is what each tx port took.
+	Ports []PortCount `json:"tx_ports"`
 	// Batches is how many batches the engines completed; BatchFill is
-	// received / batches (packets per batch).
+	// engine_received / batches.
 	Batches   uint64  `json:"batches"`
 	BatchFill float64 `json:"batch_fill"`
 	// Redirected is what the XDP programs handed to the queues' sockets;
@@ -370,47 +384,102 @@ type Counts struct {
 	// socket on the frame's queue.
 	Redirected uint64 `json:"xdp_redirected"`
 	NoSocket   uint64 `json:"xdp_no_socket"`
-	// XDPDropped and XDPPassed are the frames the XDP program's kernel
-	// rules decided (the split pipeline: internal/daemon/offload.go);
-	// they are in Received and Dropped or Passed too.
-	XDPDropped uint64 `json:"xdp_dropped"`
-	XDPPassed  uint64 `json:"xdp_passed"`
 	// TXCopied counts packets an output copied into a UMEM of its own
 	// because it could not share the receiving queue's (afxdp.CopyPort).
 	TXCopied uint64 `json:"tx_copied"`
-	// Kernel counts frames the kernel dropped before the engine saw them
-	// (socket XDP_STATISTICS: RX ring full, fill ring empty, invalid
-	// descriptors), by reason.
-	Kernel map[string]uint64 `json:"kernel_drops"`
+	// KernelDropped is the sum of KernelDrops: frames the kernel dropped
+	// before the pipeline saw them.
+	KernelDropped uint64      `json:"kernel_dropped"`
+	KernelDrops   []DropCount `json:"kernel_drops"`
+	// FillRingEmpty counts the times the kernel found a fill ring empty
+	// (in copy mode each is also one of kernel_drops' rx_dropped).
+	FillRingEmpty uint64 `json:"rx_fill_ring_empty"`
+	Frames        Frames `json:"frames"`
+}
+
+// Drop returns the packets dropped for reason by the workers and the
+// engine, and by the kernel rules.
+func (c *Counts) Drop(reason string) (packets, xdp uint64) {
+	for _, d := range c.Drops {
+		if d.Reason == reason {
+			return d.Packets, d.XDPPackets
+		}
+	}
+	return 0, 0
+}
+
+// Port returns what tx port name took.
+func (c *Counts) Port(name string) PortCount {
+	for _, p := range c.Ports {
+		if p.Port == name {
+			return p
+		}
+	}
+	return PortCount{Port: name}
+}
+
+// DropCount is what was dropped for one reason.
+type DropCount struct {
+	Reason  string `json:"reason"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes,omitempty"`
+	// XDPPackets are the kernel rules' drops for the reason (totals
+	// only).
+	XDPPackets uint64 `json:"xdp_packets,omitempty"`
 }
 
 // PortCount is one tx port's packets and bytes.
 type PortCount struct {
+	Port    string `json:"port"`
 	Packets uint64 `json:"packets"`
 	Bytes   uint64 `json:"bytes"`
 }
 
-// Frames is a frame account with its total.
+// Frames says where a queue's frames are: every place (in the order
+// frames go round: free, fill, kernel_rx, rx, port, engine, tx, kernel_tx,
+// completion, output, lost, unreported) and their total, the UMEM's frame
+// count in every read.
 type Frames struct {
-	dataplane.FrameAccount
-	Total int `json:"total"`
+	Total  int          `json:"total"`
+	Places []FramePlace `json:"places"`
+}
+
+// FramePlace is the frames in one place.
+type FramePlace struct {
+	Place  string `json:"place"`
+	Frames int    `json:"frames"`
+}
+
+// Get returns the frames in place.
+func (f *Frames) Get(place string) int {
+	for _, p := range f.Places {
+		if p.Place == place {
+			return p.Frames
+		}
+	}
+	return 0
+}
+
+// Add adds o's places into f (summing queues).
+func (f *Frames) Add(o Frames) {
+	f.Total += o.Total
+	for _, p := range o.Places {
+		i := slices.IndexFunc(f.Places, func(q FramePlace) bool { return q.Place == p.Place })
+		if i < 0 {
+			f.Places = append(f.Places, p)
+			continue
+		}
+		f.Places[i].Frames += p.Frames
+	}
 }
 
 // LogValue logs a frame account as a group of its places (text logs would
 // print the nested struct otherwise); zero places are left out.
 func (f Frames) LogValue() slog.Value {
-	a := f.FrameAccount
 	attrs := []slog.Attr{slog.Int("total", f.Total)}
-	for _, p := range []struct {
-		name string
-		n    int
-	}{
-		{"free", a.Free}, {"fill", a.Fill}, {"kernel_rx", a.KernelRX}, {"rx", a.RX}, {"port", a.Port},
-		{"engine", a.Engine}, {"tx", a.TX}, {"kernel_tx", a.KernelTX}, {"completion", a.Completion},
-		{"output", a.Output}, {"lost", a.Lost}, {"unreported", a.Unreported},
-	} {
-		if p.n != 0 {
-			attrs = append(attrs, slog.Int(p.name, p.n))
+	for _, p := range f.Places {
+		if p.Frames != 0 {
+			attrs = append(attrs, slog.Int(p.Place, p.Frames))
 		}
 	}
 	return slog.GroupValue(attrs...)
@@ -423,49 +492,129 @@ type QueueStats struct {
 	Bind   string `json:"bind"`
 	Counts
 	// Program is the XDP program's counters for this queue.
-	Program xdp.QueueCounters `json:"program"`
-	// Ports are the queue's AF_XDP ports' own counters (kicks, wake-ups,
-	// a TX ring found full, a fill ring left starved), by port name.
-	Ports map[string]afxdp.Counters `json:"ports"`
+	Program ProgramCounters `json:"program"`
+	// Sockets are the queue's AF_XDP sockets' own counters (kicks,
+	// wake-ups, a TX ring found full, a fill ring left starved), by port.
+	Sockets []SocketCounters `json:"sockets"`
 	// Stages are the pipeline's per-stage counters on this queue (carried
 	// across swaps where name and kind match).
 	Stages []StageStats `json:"stages"`
-	// Workers are the queue's CPU workers' counters (none inline).
-	Workers []workers.WorkerStats `json:"workers,omitempty"`
+	// Executor is what runs the queue's pipeline.
+	Executor Executor `json:"executor"`
+}
+
+// ProgramCounters are what the XDP program counted on one queue.
+type ProgramCounters struct {
+	Packets        uint64 `json:"packets"`         // frames it saw
+	Redirected     uint64 `json:"redirected"`      // handed to the queue's socket
+	NoSocket       uint64 `json:"no_socket"`       // no socket on the queue: passed to the kernel's stack
+	RedirectFailed uint64 `json:"redirect_failed"` // the socket left between lookup and redirect: passed
+	Dropped        uint64 `json:"dropped"`         // a kernel rule dropped it
+	Passed         uint64 `json:"passed"`          // a kernel rule passed it to the kernel's stack
+	// Of the frames steered on while a rule set was loaded, why the
+	// kernel did not decide them: not parsed there, no rule matched, the
+	// rule slot was being rewritten.
+	OffUnparsed uint64 `json:"off_unparsed"`
+	OffNoMatch  uint64 `json:"off_no_match"`
+	OffRaced    uint64 `json:"off_raced"`
+}
+
+// SocketCounters are one AF_XDP socket's own counters, as the port
+// declares them.
+type SocketCounters struct {
+	Port     string           `json:"port"`
+	Counters []counters.Group `json:"counters"`
 }
 
 // StageStats is one stage's counters.
 type StageStats struct {
-	Name    string            `json:"name"`
-	Kind    string            `json:"kind"`
-	Calls   uint64            `json:"calls"`
-	Packets uint64            `json:"packets"`
-	Bytes   uint64            `json:"bytes"`
-	Drops   map[string]uint64 `json:"drops,omitempty"`
+	Name    string      `json:"name"`
+	Kind    string      `json:"kind"`
+	Calls   uint64      `json:"calls"`
+	Packets uint64      `json:"packets"`
+	Bytes   uint64      `json:"bytes"`
+	Drops   []DropCount `json:"drops,omitempty"`
 	// NsPerPacket is the time spent per packet, when the daemon measures
 	// stage time (config timing: true); 0 otherwise.
 	NsPerPacket float64 `json:"ns_per_packet"`
 	Nanos       uint64  `json:"nanos"`
-	// Counters are the stage's own counters, read live: a filter's hits
-	// per rule ("rule[3]", "default"), a count stage's keys ("total",
-	// "proto=tcp", "vlan=10", "class=ok"), a rewrite's exceptions; only
-	// those that counted something, bounded by the stage's own table (its
-	// rules, or the count stage's fixed key space). Each counter is exact
-	// as of its worker's last publish (at most 1024 packets old under
-	// load, exact at rest) and never goes down; two counters are not one
-	// snapshot. Carried across swaps where the stage keeps its name, kind
-	// and configuration.
-	Counters []pipelines.Counter `json:"counters,omitempty"`
-	// Sample is a sample stage's counts: the candidates that reached it
-	// and the packets it kept (as of the I/O loop's last publish).
-	Sample *dataplane.SampleCount `json:"sample,omitempty"`
+	// Counters are the stage's own, read live, as its kind declares them
+	// (each family's name, kind, unit, label and help; pipelines.Kind):
+	// a filter's hits per rule (rule=3, rule=default), a count stage's
+	// keys (total, proto=tcp, vlan=10, class=ok), a rewrite's exceptions,
+	// a sample stage's kept packets. A keyed family lists the keys that
+	// counted something, bounded by the stage's own table. Each counter
+	// is exact as of its worker's last publish (at most 1024 packets old
+	// under load, exact at rest) and never goes down; carried across
+	// swaps where the stage keeps its name, kind and configuration.
+	Counters []counters.Group `json:"counters,omitempty"`
+	// File is a sample stage's file name (SampleFiles says where the
+	// daemon writes it).
+	File string `json:"file,omitempty"`
 }
 
-// StageCounterSet is one stage's Counters summed over the queues.
-type StageCounterSet struct {
-	Stage    string              `json:"stage"`
-	Kind     string              `json:"kind"`
-	Counters []pipelines.Counter `json:"counters"`
+// Counter returns the value of the stage's own counter name (key for a
+// keyed family).
+func (s *StageStats) Counter(name, key string) uint64 {
+	for _, g := range s.Counters {
+		if g.Name != name {
+			continue
+		}
+		for _, kv := range g.Values {
+			if kv.Key == key {
+				return kv.Value
+			}
+		}
+	}
+	return 0
+}
+
+// Stage returns the stage of that name, or nil.
+func (s *Stats) Stage(name string) *StageStats {
+	for i := range s.Stages {
+		if s.Stages[i].Name == name {
+			return &s.Stages[i]
+		}
+	}
+	return nil
+}
+
+// Executor says what runs a queue's pipeline and what it counted.
+type Executor struct {
+	// Backend is inline (the I/O loop runs the pipeline), cpu (CPU
+	// workers) or cuda (the GPU's persistent kernel, with CPU workers
+	// for the packets it hands back).
+	Backend string   `json:"backend"`
+	Workers []Worker `json:"workers,omitempty"`
+	// Counters are the backend's own (cuda: packets by path, device or
+	// fallback, and the slots in flight).
+	Counters []counters.Group `json:"counters,omitempty"`
+}
+
+// Worker is one CPU worker's counters.
+type Worker struct {
+	Batches uint64 `json:"batches"`
+	Packets uint64 `json:"packets"`
+	Parks   uint64 `json:"parks"`
+}
+
+// SampleFile is where the daemon writes one sample stage's kept packets
+// (a pcap in capture_dir, rotated at the configured size).
+type SampleFile struct {
+	Stage string `json:"stage"`
+	// File is the full path of the file being written.
+	File string `json:"file"`
+	// Written packets went to the file (its rotations included); Missed
+	// ones were kept while the writer's buffer was full (the data path
+	// never waits for the disk).
+	Written uint64 `json:"written"`
+	Missed  uint64 `json:"missed"`
+	// Bytes is the current file's size; Rotations how many times it was
+	// moved to FILE.1 (the one older file kept).
+	Bytes     int64  `json:"bytes"`
+	Rotations uint64 `json:"rotations"`
+	// Error is the write error that stopped the file, if any.
+	Error string `json:"error,omitempty"`
 }
 
 // PortsReply lists the daemon's interfaces and queues.
@@ -495,11 +644,11 @@ type QueuePorts struct {
 
 // SocketInfo is one AF_XDP socket (a port) of a queue.
 type SocketInfo struct {
-	Port      string         `json:"port"`
-	Interface string         `json:"interface"`
-	Queue     int            `json:"queue"`
-	Bind      string         `json:"bind"` // granted: zerocopy or copy
-	Counters  afxdp.Counters `json:"counters"`
+	Port      string           `json:"port"`
+	Interface string           `json:"interface"`
+	Queue     int              `json:"queue"`
+	Bind      string           `json:"bind"` // granted: zerocopy or copy
+	Counters  []counters.Group `json:"counters"`
 }
 
 // UMEMInfo sizes a queue's frame memory.
@@ -576,4 +725,39 @@ type CaptureInfo struct {
 	// workers while this capture runs, because the XDP program would
 	// decide frames before they reach the tap; they go back when it ends.
 	KernelRulesOnWorkers bool `json:"kernel_rules_on_workers,omitempty"`
+}
+
+// CounterRow is one counter of a set of groups, as people read it.
+type CounterRow struct {
+	// Text is its key as the family names it (name, or name=key).
+	Text         string
+	Value, Bytes uint64
+	Kind         counters.Kind
+}
+
+// TopCounters returns the n busiest counters of groups (by value; all of
+// them when n < 0), in the groups' order.
+func TopCounters(groups []counters.Group, n int) []CounterRow {
+	var rows []CounterRow
+	for i := range groups {
+		g := &groups[i]
+		for _, kv := range g.Values {
+			rows = append(rows, CounterRow{Text: g.Text(kv), Value: kv.Value, Bytes: kv.Bytes, Kind: g.Kind})
+		}
+	}
+	if n < 0 || len(rows) <= n {
+		return rows
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(rows[b].Value, rows[a].Value) })
+	idx = idx[:n]
+	slices.Sort(idx)
+	out := make([]CounterRow, 0, n)
+	for _, i := range idx {
+		out = append(out, rows[i])
+	}
+	return out
 }

@@ -36,9 +36,9 @@ type fakeBackend struct {
 
 func newFake() *fakeBackend {
 	return &fakeBackend{store: map[string]*pipelines.Graph{}, stats: control.Stats{Pipeline: "a", Generation: 1,
-		Totals: control.Counts{Received: 10, Transmitted: 7, Dropped: 3, Balanced: true, Drops: map[string]uint64{"x": 3}},
-		Queues: []control.QueueStats{{Queue: "dp0/0", Counts: control.Counts{Received: 10, Transmitted: 7, Dropped: 3, Drops: map[string]uint64{"x": 3},
-			Ports: map[string]control.PortCount{"out": {Packets: 7, Bytes: 700}}}, Stages: []control.StageStats{{Name: "parse", Kind: "parse", Packets: 10, Calls: 1}}}}}}
+		Totals: control.Counts{Received: 10, Transmitted: 7, Dropped: 3, Balanced: true, Drops: []control.DropCount{{Reason: "x", Packets: 3}}},
+		Queues: []control.QueueStats{{Queue: "dp0/0", Counts: control.Counts{Received: 10, Transmitted: 7, Dropped: 3, Drops: []control.DropCount{{Reason: "x", Packets: 3}},
+			Ports: []control.PortCount{{Port: "out", Packets: 7, Bytes: 700}}}, Stages: []control.StageStats{{Name: "parse", Kind: "parse", Packets: 10, Calls: 1}}}}}}
 }
 
 func (f *fakeBackend) Pipelines() control.PipelineList {

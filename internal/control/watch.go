@@ -1,10 +1,6 @@
 package control
 
-import (
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "time"
 
 // WatchStats is what the daemon's pipeline watch (config watch: true)
 // did: it follows the pipeline file, swaps a changed valid file in live
@@ -48,27 +44,4 @@ type WatchEvent struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Error says why it was refused or failed (a short prefix).
 	Error string `json:"error,omitempty"`
-}
-
-var (
-	mWatch       = desc("pipeline_watch_total", "Changes of the watched pipeline file, by result: swapped in, refused (invalid: the running pipeline kept), failed (a queue refused the swap).", "result")
-	mWatchInSync = desc("pipeline_watch_in_sync", "1 when the watched pipeline file holds what runs from it, 0 after a refused or failed change until the file is fixed.")
-)
-
-// watchMetrics adds the watch's series when the daemon watches.
-func watchMetrics(ch chan<- prometheus.Metric, w *WatchStats) {
-	if w == nil {
-		return
-	}
-	for _, r := range []struct {
-		result string
-		n      uint64
-	}{{WatchSwapped, w.Swapped}, {WatchRefused, w.Refused}, {WatchFailed, w.Failed}} {
-		ch <- prometheus.MustNewConstMetric(mWatch, prometheus.CounterValue, float64(r.n), r.result)
-	}
-	in := 0.0
-	if w.InSync {
-		in = 1
-	}
-	ch <- prometheus.MustNewConstMetric(mWatchInSync, prometheus.GaugeValue, in)
 }

@@ -16,7 +16,7 @@ func TestWatchMetrics(t *testing.T) {
 		s.Watch = &WatchStats{File: "/etc/warpflow/pipelines/pipeline.yaml", Watching: true, InSync: false, Swapped: 3, Refused: 2, Failed: 1}
 		return s
 	}
-	problems, err := testutil.CollectAndLint(collector{withWatch})
+	problems, err := testutil.CollectAndLint(newCollector(withWatch))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,12 @@ const captureFileMode = 0o640
 // checked, made where missing, opened without following a link). A
 // directory the daemon makes gets the socket group, setgid, so the
 // group's members can read what they captured.
-func (d *Daemon) captureRoom() (*trust.Room, error) {
+func (d *Daemon) captureRoom() (*trust.Room, error) { return d.room(d.cfg.CaptureDir) }
+
+// room opens dir as the capture_dir is opened: checked, made 0750 with
+// the socket group where missing (capture_dir, and the sample files'
+// capture_dir/samples).
+func (d *Daemon) room(dir string) (*trust.Room, error) {
 	gid := -1
 	if d.cfg.Control.Group != "" {
 		var err error
@@ -33,7 +38,7 @@ func (d *Daemon) captureRoom() (*trust.Room, error) {
 			return nil, err
 		}
 	}
-	return trust.OpenRoom(d.cfg.CaptureDir, trust.RoomOptions{Chain: trust.Chain{Owners: []int{os.Geteuid()}}, Mode: 0o750, GID: gid})
+	return trust.OpenRoom(dir, trust.RoomOptions{Chain: trust.Chain{Owners: []int{os.Geteuid()}}, Mode: 0o750, GID: gid})
 }
 
 // captureBuffer is each tap buffer's size (two are used in turn): at the

@@ -95,6 +95,10 @@ type Config struct {
 	// missing; every component must be owned by root or the daemon's user
 	// and writable by nobody else, and none may be a link.
 	CaptureDir string `yaml:"capture_dir"`
+	// SampleMaxBytes bounds each sample stage's file (capture_dir/samples/
+	// NAME): at this size the daemon moves it to NAME.1, replacing the one
+	// before, and starts NAME again (samples.go).
+	SampleMaxBytes int64 `yaml:"sample_max_bytes"`
 	// Watch follows the pipeline file: its directory is watched (a
 	// Kubernetes ConfigMap volume swaps a ..data symlink), and a changed
 	// file is validated and swapped in live; an invalid one is refused
@@ -141,6 +145,12 @@ type ControlConfig struct {
 	TCP       string `yaml:"tcp"`
 	TokenFile string `yaml:"token_file"`
 }
+
+// The bounds of sample_max_bytes.
+const (
+	minSampleMaxBytes = 64 << 10
+	maxSampleMaxBytes = 1 << 40
+)
 
 // DefaultCaptureDir is where captures go unless configured otherwise.
 const DefaultCaptureDir = control.DefaultCaptureDir
@@ -206,6 +216,7 @@ func DefaultConfig() Config {
 		Log:             LogConfig{Format: "text", Level: "info"},
 		Control:         ControlConfig{Socket: "/run/warpflow/warpflowd.sock"},
 		CaptureDir:      DefaultCaptureDir,
+		SampleMaxBytes:  DefaultSampleMaxBytes,
 	}
 }
 
@@ -680,6 +691,9 @@ func (c Config) Validate() error {
 	}
 	if c.CaptureDir == "" {
 		add("capture_dir", "capture_dir: must not be empty (default %s)", DefaultCaptureDir)
+	}
+	if c.SampleMaxBytes < minSampleMaxBytes || c.SampleMaxBytes > maxSampleMaxBytes {
+		add("sample_max_bytes", "sample_max_bytes %d: want %d (64 KiB) to %d (1 TiB)", c.SampleMaxBytes, int64(minSampleMaxBytes), int64(maxSampleMaxBytes))
 	}
 	if len(p) > 0 {
 		sort.SliceStable(p, func(i, j int) bool { return problemLine(p[i]) < problemLine(p[j]) })

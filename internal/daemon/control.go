@@ -199,13 +199,17 @@ func (d *Daemon) remove(name string) error {
 	return nil
 }
 
-// outputsFor are queue qq's outputs for a pipeline with port map pi.
-func (qq *queue) outputsFor(pi map[string]string) dataplane.Outputs {
+// outputsFor are queue qq's outputs for pipeline g with port map pi: its
+// transmit sockets and its sample files (opened where g names files the
+// daemon does not write yet).
+func (d *Daemon) outputsFor(qq *queue, pi map[string]string, g *pipelines.Graph) (dataplane.Outputs, error) {
 	outs := dataplane.Outputs{Ports: map[string]dataplane.Port{}}
 	for port, iface := range pi {
 		outs.Ports[port] = qq.q.Output(iface)
 	}
-	return outs
+	var err error
+	outs.Samples, err = d.sampleOutputs(g, qq.idx)
+	return outs, err
 }
 
 // Swap makes the stored pipeline name the running one on every queue and
@@ -297,7 +301,11 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 		}
 	}
 	for i, qq := range d.queues {
-		outs := qq.outputsFor(pi)
+		outs, err := d.outputsFor(qq, pi, s.graph)
+		if err != nil {
+			abort()
+			return rep, control.Errorf(control.ErrRefused, "%v", err)
+		}
 		outs.Tap = newTap
 		iface := qq.q.Interface()
 		ps, err := qq.eng.PrepareSwap(s.graph, outs, dataplane.SwapOptions{Timeout: swapTimeout, AtTakeUp: func() error {
@@ -435,15 +443,15 @@ func (d *Daemon) ports() control.PortsReply {
 		r.Interfaces = append(r.Interfaces, ii)
 	}
 	for _, qq := range d.queues {
-		fa := qq.eng.Frames()
+		es := qq.eng.Stats()
 		qp := control.QueuePorts{
 			Queue:  qq.q.RX().Name(),
-			Frames: control.Frames{FrameAccount: fa, Total: fa.Total()},
+			Frames: frames(*es.Frames),
 			UMEM:   control.UMEMInfo{Frames: d.cfg.UMEM.Frames, FrameSize: d.cfg.UMEM.FrameSize, Headroom: d.cfg.UMEM.Headroom},
 		}
 		for _, p := range qq.q.Ports() {
 			so := p.Socket()
-			qp.Sockets = append(qp.Sockets, control.SocketInfo{Port: p.Name(), Interface: so.Interface(), Queue: qq.q.Queue(), Bind: so.Bound().String(), Counters: p.Counters()})
+			qp.Sockets = append(qp.Sockets, control.SocketInfo{Port: p.Name(), Interface: so.Interface(), Queue: qq.q.Queue(), Bind: so.Bound().String(), Counters: socketCounters(p)})
 		}
 		r.Queues = append(r.Queues, qp)
 	}

@@ -54,10 +54,13 @@ type Daemon struct {
 	running string
 	capMu   sync.Mutex
 	capture *capture
+	// samples are the sample stages' files (samples.go).
+	samples sampleFiles
 }
 
 // queue is one served receive queue and its engine.
 type queue struct {
+	idx    int // in Daemon.queues
 	q      *afxdp.Queue
 	eng    *dataplane.Engine
 	ifaces []string // interfaces it uses: its own and its outputs
@@ -166,11 +169,12 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			if err := prog.Register(qi, qq.q.RX().Socket()); err != nil {
 				return nil, explain(fmt.Sprintf("register %s queue %d in the XDP program", in.Name, qi), err)
 			}
+			x := qq.eng.Stats().Executor
 			d.log.Info("queue up", "interface", in.Name, "queue", qi,
 				"attach", prog.Attached().String(), "bind", qq.q.RX().Socket().Bound().String(),
 				"umem", map[bool]string{true: "shared", false: "own"}[shared != nil],
 				"frames", cfg.UMEM.Frames, "frame_size", cfg.UMEM.FrameSize, "cpu", qq.cpu,
-				"workers", len(qq.eng.WorkerStats()))
+				"executor", x.Backend, "workers", len(x.Workers))
 			inPort++
 		}
 	}
@@ -225,12 +229,15 @@ func (d *Daemon) openQueue(iface string, qi int, bind xdp.BindMode, outputs []st
 	if err != nil {
 		return nil, explain(fmt.Sprintf("open %s queue %d", iface, qi), err)
 	}
-	qq := &queue{q: q, cpu: -1, ifaces: append([]string{iface}, outputs...)}
+	qq := &queue{idx: len(d.queues), q: q, cpu: -1, ifaces: append([]string{iface}, outputs...)}
 	d.queues = append(d.queues, qq)
 	if n := len(d.queues) - 1; n < len(cfg.CPUs) {
 		qq.cpu = cfg.CPUs[n]
 	}
-	outs := qq.outputsFor(portIface)
+	outs, err := d.outputsFor(qq, portIface, d.graph)
+	if err != nil {
+		return nil, err
+	}
 	for _, out := range outputs {
 		outs.Spare = append(outs.Spare, q.Output(out))
 	}
@@ -520,6 +527,9 @@ func (d *Daemon) Close() error {
 			if err := qq.q.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if err := d.samples.close(); err != nil {
+			errs = append(errs, fmt.Errorf("sample files: %w", err))
 		}
 		for _, sh := range d.shared {
 			if err := sh.Close(); err != nil {

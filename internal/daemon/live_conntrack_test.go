@@ -129,8 +129,8 @@ func TestLiveConntrack(t *testing.T) {
 			t.Fatalf("rss on the lab's veth: %+v, want unsupported", r)
 		}
 	}
-	if st.Totals.Drops["invalid"] != 0 {
-		t.Fatalf("%d packets invalid: a flow's entry was lost", st.Totals.Drops["invalid"])
+	if n := dropped(st.Totals, "invalid"); n != 0 {
+		t.Fatalf("%d packets invalid: a flow's entry was lost", n)
 	}
 	// Every flow to 53 and 80 (both pipelines pass them), and those to 7
 	// or 9 that one of the pipelines let through, are in the table.
@@ -166,22 +166,7 @@ func TestLiveConntrack(t *testing.T) {
 		t.Fatalf("after flushing %d: %d flows, had %d", sports, after.Entries, cnt.Entries)
 	}
 	// The stage's counters reach stats: occupancy and inserts.
-	var entries, inserts uint64
-	for _, q := range st.Queues {
-		for _, s := range q.Stages {
-			if s.Name != "ct" {
-				continue
-			}
-			for _, k := range s.Counters {
-				switch k.Key {
-				case "entries":
-					entries += k.Packets
-				case "inserts":
-					inserts += k.Packets
-				}
-			}
-		}
-	}
+	entries, inserts := stageCounter(st, "ct", "entries"), stageCounter(st, "ct", "inserts")
 	if entries != uint64(cnt.Entries) || inserts < uint64(cnt.Entries) {
 		t.Fatalf("stats: entries %d inserts %d, table %d", entries, inserts, cnt.Entries)
 	}

@@ -216,7 +216,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	}
 	tot := st.Totals
 	lostBefore := checkArrivals(t, topo, st, n)
-	if !tot.Balanced || tot.Received != tot.Transmitted+tot.Drops["a_nine"]+tot.Drops["b_seven"]+tot.Passed {
+	if !tot.Balanced || tot.Received != tot.Transmitted+dropped(tot, "a_nine")+dropped(tot, "b_seven")+tot.Passed+tot.XDPPassed {
 		t.Fatalf("received %d of %d: transmitted %d, drops %v, passed %d, balanced %v", tot.Received, n, tot.Transmitted, tot.Drops, tot.Passed, tot.Balanced)
 	}
 	// The quiesced daemon: /metrics and `warpctl stats --json` agree.
@@ -345,12 +345,12 @@ func checkSwapSink(t *testing.T, frames [][]byte, n int, tot control.Counts, los
 	}
 	if lostBefore > 0 {
 		// Which of the missing ones the veth lost is unknown: count them.
-		if miss7+miss9+missBoth != tot.Drops["b_seven"]+tot.Drops["a_nine"]+lostBefore || miss7 < tot.Drops["b_seven"] || miss9 < tot.Drops["a_nine"] {
+		if miss7+miss9+missBoth != dropped(tot, "b_seven")+dropped(tot, "a_nine")+lostBefore || miss7 < dropped(tot, "b_seven") || miss9 < dropped(tot, "a_nine") {
 			t.Fatalf("missing at the sink: port 7 %d, port 9 %d, others %d; counted b_seven %d, a_nine %d, lost before XDP %d",
-				miss7, miss9, missBoth, tot.Drops["b_seven"], tot.Drops["a_nine"], lostBefore)
+				miss7, miss9, missBoth, dropped(tot, "b_seven"), dropped(tot, "a_nine"), lostBefore)
 		}
-	} else if miss7 != tot.Drops["b_seven"] || miss9 != tot.Drops["a_nine"] {
-		t.Fatalf("missing at the sink: port 7 %d, port 9 %d; counted b_seven %d, a_nine %d", miss7, miss9, tot.Drops["b_seven"], tot.Drops["a_nine"])
+	} else if miss7 != dropped(tot, "b_seven") || miss9 != dropped(tot, "a_nine") {
+		t.Fatalf("missing at the sink: port 7 %d, port 9 %d; counted b_seven %d, a_nine %d", miss7, miss9, dropped(tot, "b_seven"), dropped(tot, "a_nine"))
 	}
 	if atSink != tot.Transmitted {
 		t.Fatalf("%d swap-phase packets at the sink, %d transmitted", atSink, tot.Transmitted)
@@ -391,17 +391,23 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 	want := map[string]uint64{
 		fmt.Sprintf(`warpflow_received_packets_total{queue=%q}`, q.Queue):                         q.Received,
 		fmt.Sprintf(`warpflow_received_bytes_total{queue=%q}`, q.Queue):                           q.ReceivedBytes,
-		fmt.Sprintf(`warpflow_transmitted_packets_total{port="out0",queue=%q}`, q.Queue):          q.Counts.Ports["out0"].Packets,
+		fmt.Sprintf(`warpflow_transmitted_packets_total{port="out0",queue=%q}`, q.Queue):          q.Ports[0].Packets,
 		fmt.Sprintf(`warpflow_xdp_redirected_packets_total{queue=%q}`, q.Queue):                   q.Redirected,
 		fmt.Sprintf(`warpflow_batches_total{queue=%q}`, q.Queue):                                  q.Batches,
 		fmt.Sprintf(`warpflow_stage_packets_total{kind="parse",queue=%q,stage="parse"}`, q.Queue): q.Stages[0].Packets,
 		`warpflow_pipeline_swaps_total{}`:                                                         s.Swaps,
 		fmt.Sprintf(`warpflow_xdp_dropped_packets_total{queue=%q}`, q.Queue):                      q.XDPDropped,
 		fmt.Sprintf(`warpflow_xdp_passed_packets_total{queue=%q}`, q.Queue):                       q.XDPPassed,
-		fmt.Sprintf(`warpflow_passed_packets_total{queue=%q}`, q.Queue):                           q.Passed - q.XDPPassed,
+		fmt.Sprintf(`warpflow_passed_packets_total{queue=%q}`, q.Queue):                           q.Passed,
+		fmt.Sprintf(`warpflow_batched_packets_total{queue=%q}`, q.Queue):                          q.EngineReceived,
 	}
-	for reason, n := range q.Drops {
-		want[fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason=%q}`, q.Queue, reason)] = n
+	for _, d := range q.Drops {
+		want[fmt.Sprintf(`warpflow_dropped_packets_total{queue=%q,reason=%q}`, q.Queue, d.Reason)] = d.Packets
+	}
+	for _, d := range s.Totals.Drops {
+		if d.XDPPackets > 0 {
+			want[fmt.Sprintf(`warpflow_dropped_in_xdp_packets_total{reason=%q}`, d.Reason)] = d.XDPPackets
+		}
 	}
 	for _, r := range s.KernelRules {
 		want[fmt.Sprintf(`warpflow_xdp_rule_packets_total{action=%q,interface=%q,pipeline=%q,rule="%d"}`, r.Action, r.Interface, r.Pipeline, r.Rule)] = r.Packets
@@ -424,14 +430,14 @@ func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 	// total, by reason and per queue, where what the queue received is
 	// what the program steered to its socket plus what it decided.
 	var byReason uint64
-	for _, n := range s.Totals.Drops {
-		byReason += n
+	for _, d := range s.Totals.Drops {
+		byReason += d.Packets + d.XDPPackets
 	}
-	if tot := s.Totals; !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed || byReason != tot.Dropped || tot.XDPDropped != q.XDPDropped {
+	if tot := s.Totals; !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed+tot.XDPDropped+tot.XDPPassed || byReason != tot.Dropped+tot.XDPDropped || tot.XDPDropped != q.XDPDropped {
 		t.Errorf("stats --json totals: received %d, transmitted %d, dropped %d (by reason %v: %d), passed %d, xdp dropped %d, balanced %v",
 			tot.Received, tot.Transmitted, tot.Dropped, tot.Drops, byReason, tot.Passed, tot.XDPDropped, tot.Balanced)
 	}
-	if !q.Balanced || len(q.Kernel) == 0 && q.Received != q.Redirected+q.XDPDropped+q.XDPPassed {
+	if !q.Balanced || q.KernelDropped == 0 && q.Received != q.Redirected+q.XDPDropped+q.XDPPassed {
 		t.Errorf("stats --json queue %s: balanced %v, received %d, redirected %d, xdp dropped %d passed %d", q.Queue, q.Balanced, q.Received, q.Redirected, q.XDPDropped, q.XDPPassed)
 	}
 	// The frames the split's kernel rules decided never reach a stage.
@@ -456,9 +462,9 @@ func checkArrivals(t *testing.T, topo *lab.Topology, st control.Stats, n int) ui
 	if seen < uint64(n) {
 		before = uint64(n) - seen
 	}
-	if seen > uint64(n) || before > txDropped || tot.Received != seen || len(tot.Kernel) != 0 {
+	if seen > uint64(n) || before > txDropped || tot.Received != seen || tot.KernelDropped != 0 {
 		t.Fatalf("of %d sent: the XDP program saw %d (gen0 tx_dropped %d), the daemon received %d, kernel socket drops %v",
-			n, seen, txDropped, tot.Received, tot.Kernel)
+			n, seen, txDropped, tot.Received, tot.KernelDrops)
 	}
 	if before > 0 {
 		t.Logf("%d frames never reached the XDP program: the sender's veth dropped them (gen0 tx_dropped %d; the machine's receive softirq starved): not the daemon's, accounted for", before, txDropped)

@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,7 +60,7 @@ func statsAtRest(t *testing.T, c *client.Client, want uint64) control.Stats {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("received %d of %d in 10s (kernel drops %v)", s.Totals.Received, want, s.Totals.Kernel)
+			t.Fatalf("received %d of %d in 10s (kernel drops %v)", s.Totals.Received, want, s.Totals.KernelDrops)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -67,19 +70,6 @@ func statsAtRest(t *testing.T, c *client.Client, want uint64) control.Stats {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func setCounter(s control.Stats, stage, key string) uint64 {
-	for _, set := range s.StageCounters {
-		if set.Stage == stage {
-			for _, c := range set.Counters {
-				if c.Key == key {
-					return c.Packets
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // TestLiveStageCountersAndCaptureAcrossSwaps runs warpflowd on the lab
@@ -113,12 +103,31 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	}
 	s1 := statsAtRest(t, c, n)
 	checkStageCounters(t, s1)
-	if got := setCounter(s1, "acl", "rule[0]"); got != n/4 {
+	if got := stageCounter(s1, "acl", "rule=0"); got != n/4 {
 		t.Fatalf("phase 1: acl rule[0] = %d, want %d (every port 9 packet)", got, n/4)
 	}
-	// The sample stage kept every tenth candidate.
-	if len(s1.Samples) != 1 || s1.Samples[0].Candidates != s1.Totals.Received || s1.Samples[0].Written != (s1.Totals.Received+9)/10 {
-		t.Fatalf("phase 1 samples %+v, received %d", s1.Samples, s1.Totals.Received)
+	// The sample stage kept every tenth candidate, and the daemon wrote
+	// them to its file under capture_dir.
+	cand1, kept1 := sampleCounts(s1, "smp")
+	if cand1 != s1.Totals.Received || kept1 != (s1.Totals.Received+9)/10 {
+		t.Fatalf("phase 1 samples: %d kept of %d candidates, received %d", kept1, cand1, s1.Totals.Received)
+	}
+	sampleFile := filepath.Join(captureDirOf(d), "samples", "s.pcap")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		s, _ := c.Stats(ctx)
+		if len(s.SampleFiles) == 1 && s.SampleFiles[0].Written == kept1 {
+			if f := s.SampleFiles[0]; f.Stage != "smp" || f.File != sampleFile || f.Missed != 0 || f.Error != "" {
+				t.Fatalf("sample file %+v, want %s", f, sampleFile)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sample files %+v: want %d written to %s", s.SampleFiles, kept1, sampleFile)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := readFrames(t, sampleFile); uint64(len(got)) != kept1 || binary.BigEndian.Uint64(got[1][liveSeqOffset:]) != 10 {
+		t.Fatalf("%s has %d packets, want %d, the second sequence number 10", sampleFile, len(got), kept1)
 	}
 	// The writer drains the tap every 20 ms: wait for it (bounded).
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -132,7 +141,8 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	human, stderr, code := warpctl(t, sock, "stats")
-	if code != 0 || !strings.Contains(human, "rule[0]") || !strings.Contains(human, fmt.Sprintf("%d kept of %d", s1.Samples[0].Written, s1.Samples[0].Candidates)) {
+	if code != 0 || !strings.Contains(human, "rule=0") || !regexp.MustCompile(fmt.Sprintf(`(?m)^smp\s+kept\s+%d\s`, kept1)).MatchString(human) ||
+		!strings.Contains(human, fmt.Sprintf("sample smp -> %s: %d written, 0 missed", sampleFile, kept1)) {
 		t.Fatalf("warpctl stats: exit %d %s\n%s", code, stderr, human)
 	}
 
@@ -146,9 +156,9 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	if rep.Capture != "follows" || len(rep.CountersReset) != 0 {
 		t.Fatalf("swap to a2: capture %q, counters reset %v", rep.Capture, rep.CountersReset)
 	}
-	if s, _ := c.Stats(ctx); setCounter(s, "acl", "rule[0]") != n/4 || setCounter(s, "flows", "total") != s1.Totals.Received {
+	if s, _ := c.Stats(ctx); stageCounter(s, "acl", "rule=0") != n/4 || stageCounter(s, "flows", "total") != s1.Totals.Received {
 		t.Fatalf("right after the swap: acl rule[0] %d, flows total %d; before: %d, %d",
-			setCounter(s, "acl", "rule[0]"), setCounter(s, "flows", "total"), n/4, s1.Totals.Received)
+			stageCounter(s, "acl", "rule=0"), stageCounter(s, "flows", "total"), n/4, s1.Totals.Received)
 	}
 
 	// Phase 2, pipeline a2: the counters went on from phase 1's.
@@ -160,11 +170,11 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 		t.Fatalf("running %q", s2.Pipeline)
 	}
 	checkStageCounters(t, s2)
-	if got := setCounter(s2, "acl", "rule[0]"); got != 2*n/4 {
+	if got := stageCounter(s2, "acl", "rule=0"); got != 2*n/4 {
 		t.Fatalf("phase 2: acl rule[0] = %d, want %d (both phases' port 9 packets)", got, 2*n/4)
 	}
-	if sm := s2.Samples; len(sm) != 1 || sm[0].Candidates != s2.Totals.Received || sm[0].Written != s1.Samples[0].Written+(s2.Totals.Received-s1.Totals.Received+9)/10 {
-		t.Fatalf("phase 2 samples %+v (phase 1 %+v), received %d", sm, s1.Samples, s2.Totals.Received)
+	if cand, kept := sampleCounts(s2, "smp"); cand != s2.Totals.Received || kept != kept1+(s2.Totals.Received-s1.Totals.Received+9)/10 {
+		t.Fatalf("phase 2 samples: %d kept of %d (phase 1 %d of %d), received %d", kept, cand, kept1, cand1, s2.Totals.Received)
 	}
 	checkCounterMetrics(t, topo.DP0.Namespace, metricsAddr, s2)
 
@@ -236,32 +246,32 @@ func checkStageCounters(t *testing.T, s control.Stats) {
 			}
 		}
 	}
-	if got := setCounter(s, "acl", "rule[0]"); got != s.Totals.Drops["a_nine"] || got == 0 {
-		t.Errorf("acl rule[0] = %d, drops a_nine %d", got, s.Totals.Drops["a_nine"])
+	if got := stageCounter(s, "acl", "rule=0"); got != dropped(s.Totals, "a_nine") || got == 0 {
+		t.Errorf("acl rule=0 = %d, drops a_nine %d", got, dropped(s.Totals, "a_nine"))
 	}
-	if got := setCounter(s, "acl", "rule[0]") + setCounter(s, "acl", "default"); got != aclIn {
-		t.Errorf("acl rule[0] + default = %d, acl saw %d", got, aclIn)
+	if got := stageCounter(s, "acl", "rule=0") + stageCounter(s, "acl", "rule=default"); got != aclIn {
+		t.Errorf("acl rule=0 + default = %d, acl saw %d", got, aclIn)
 	}
-	if got := setCounter(s, "flows", "total"); got != flowsIn || got != s.Totals.Received {
+	if got := stageCounter(s, "flows", "total"); got != flowsIn || got != s.Totals.Received {
 		t.Errorf("flows total = %d, flows saw %d, received %d", got, flowsIn, s.Totals.Received)
 	}
-	if got := setCounter(s, "flows", "class=ok") + setCounter(s, "flows", "class=unparsed"); got != flowsIn {
-		t.Errorf("flows class=ok = %d, flows saw %d (%v)", got, flowsIn, s.StageCounters)
+	if got := stageCounter(s, "flows", "class=ok") + stageCounter(s, "flows", "class=unparsed"); got != flowsIn {
+		t.Errorf("flows class=ok = %d, flows saw %d (%+v)", got, flowsIn, s.Stage("flows"))
 	}
-	for _, set := range s.StageCounters {
+	for _, st := range s.Stages {
 		sum := map[string]uint64{}
 		for _, q := range s.Queues {
-			for _, st := range q.Stages {
-				if st.Name == set.Stage {
-					for _, c := range st.Counters {
-						sum[c.Key] += c.Packets
+			for _, qs := range q.Stages {
+				if qs.Name == st.Name {
+					for _, c := range control.TopCounters(qs.Counters, -1) {
+						sum[c.Text] += c.Value
 					}
 				}
 			}
 		}
-		for _, c := range set.Counters {
-			if sum[c.Key] != c.Packets {
-				t.Errorf("%s %s: total %d, queues sum to %d", set.Stage, c.Key, c.Packets, sum[c.Key])
+		for _, c := range control.TopCounters(st.Counters, -1) {
+			if sum[c.Text] != c.Value {
+				t.Errorf("%s %s: total %d, queues sum to %d", st.Name, c.Text, c.Value, sum[c.Text])
 			}
 		}
 	}
@@ -278,15 +288,21 @@ func checkCounterMetrics(t *testing.T, ns, addr string, s control.Stats) {
 	q := s.Queues[0]
 	var want []string
 	for _, st := range q.Stages {
-		for _, c := range st.Counters {
-			if strings.HasPrefix(c.Key, "proto=") && c.Key != "proto=udp" {
-				continue
+		for _, g := range st.Counters {
+			for _, kv := range g.Values {
+				if g.StatsOnly || kv.Folded {
+					continue
+				}
+				labels := map[string]string{"queue": q.Queue, "stage": st.Name}
+				if g.Label != "" {
+					labels[g.Label] = kv.Key
+				}
+				var pairs []string
+				for _, k := range slices.Sorted(maps.Keys(labels)) { // the exposition sorts them
+					pairs = append(pairs, fmt.Sprintf("%s=%q", k, labels[k]))
+				}
+				want = append(want, fmt.Sprintf(`%s{%s} %d`, g.Metric(st.Kind), strings.Join(pairs, ","), kv.Value))
 			}
-			want = append(want, fmt.Sprintf(`warpflow_stage_key_packets_total{key=%q,kind=%q,queue=%q,stage=%q} %d`, c.Key, st.Kind, q.Queue, st.Name, c.Packets))
-		}
-		if sc := st.Sample; sc != nil {
-			want = append(want, fmt.Sprintf(`warpflow_sample_candidate_packets_total{queue=%q,stage=%q} %d`, q.Queue, st.Name, sc.Candidates),
-				fmt.Sprintf(`warpflow_sample_kept_packets_total{queue=%q,stage=%q} %d`, q.Queue, st.Name, sc.Written))
 		}
 	}
 	if len(want) < 5 {
@@ -342,7 +358,7 @@ stats_interval: 0s
 		t.Fatalf("tcpreplay sent %d of %d", sent, n)
 	}
 	s := statsAtRest(t, c, n)
-	if got := s.Totals.Ports["out0"].Packets; got != n || !s.Totals.Balanced {
+	if got := s.Totals.Port("out0").Packets; got != n || !s.Totals.Balanced {
 		t.Fatalf("transmitted on out0 %d of %d (totals %+v)", got, n, s.Totals)
 	}
 	time.Sleep(200 * time.Millisecond) // the last frames through the sink's veth to tcpdump

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
 )
@@ -108,8 +109,12 @@ func TestLiveTransmitLinkFlap(t *testing.T) {
 	st := statsAfterReplay(t, c, 3000)
 	var linkDown uint64
 	for _, q := range st.Queues {
-		for _, p := range q.Ports {
-			linkDown += p.LinkDown
+		for _, so := range q.Sockets {
+			for _, c := range control.TopCounters(so.Counters, -1) {
+				if c.Text == "link_down" {
+					linkDown += c.Value
+				}
+			}
 		}
 	}
 	if linkDown == 0 {

@@ -92,11 +92,11 @@ func TestLiveOffloadMatchesReplay(t *testing.T) {
 			if r, x := num(st, "received"), num(st, "xdp_redirected"); r != want.Received || x+k+num(st, "xdp_passed") != want.Received {
 				t.Errorf("received %d, redirected %d, decided in the kernel %d; sent %d", r, x, k, want.Received)
 			}
-			if tx, dr := num(st, "transmitted"), num(st, "dropped"); tx != want.Transmitted || dr != want.Dropped {
+			if tx, dr := num(st, "transmitted"), num(st, "dropped")+num(st, "xdp_dropped"); tx != want.Transmitted || dr != want.Dropped {
 				t.Errorf("transmitted %d dropped %d; replay %d %d", tx, dr, want.Transmitted, want.Dropped)
 			}
 			for _, dc := range want.Drops {
-				if n := num(st, "drops", dc.Reason); n != dc.Packets {
+				if n := num(st, "drops", dc.Reason) + num(st, "xdp_drops", dc.Reason); n != dc.Packets {
 					t.Errorf("drops[%s] = %d, replay %d", dc.Reason, n, dc.Packets)
 				}
 			}

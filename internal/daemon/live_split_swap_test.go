@@ -132,18 +132,18 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	}
 	tot := st.Totals
 	lostBefore := checkArrivals(t, topo, st, n)
-	if !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed || tot.Passed != 0 || tot.Dropped != tot.Drops["nine"] || len(tot.Drops) != 1 {
-		t.Fatalf("received %d: transmitted %d, dropped %d %v, passed %d, balanced %v", tot.Received, tot.Transmitted, tot.Dropped, tot.Drops, tot.Passed, tot.Balanced)
+	workerDrops, kernelDrops := tot.Drop("nine")
+	if !tot.Balanced || tot.Received != tot.Transmitted+tot.Dropped+tot.Passed+tot.XDPDropped+tot.XDPPassed || tot.Passed+tot.XDPPassed != 0 || tot.Dropped != workerDrops || tot.XDPDropped != kernelDrops || len(tot.Drops) != 1 {
+		t.Fatalf("received %d: transmitted %d, dropped %d and in xdp %d %v, passed %d, balanced %v", tot.Received, tot.Transmitted, tot.Dropped, tot.XDPDropped, tot.Drops, tot.Passed, tot.Balanced)
 	}
 	q := st.Queues[0]
-	workerDrops := q.Drops["nine"]
-	if tot.XDPDropped == 0 || workerDrops == 0 || tot.XDPDropped+workerDrops != tot.Drops["nine"] || q.XDPDropped != tot.XDPDropped {
-		t.Fatalf("drops: kernel %d, workers %d, by reason %d: both sides must drop, and the two add up", tot.XDPDropped, workerDrops, tot.Drops["nine"])
+	if qw, _ := q.Drop("nine"); tot.XDPDropped == 0 || workerDrops == 0 || qw != workerDrops || q.XDPDropped != tot.XDPDropped {
+		t.Fatalf("drops: kernel %d, workers %d (queue %d): both sides must drop, and the two add up", tot.XDPDropped, workerDrops, qw)
 	}
-	if f := tot.Frames; f.Total != swapFrames || f.Lost != 0 || f.Unreported != 0 {
+	if f := tot.Frames; f.Total != swapFrames || f.Get("lost") != 0 || f.Get("unreported") != 0 {
 		t.Fatalf("frames: %+v", f)
 	}
-	t.Logf("nine dropped %d times: %d in the kernel, %d on the workers", tot.Drops["nine"], tot.XDPDropped, workerDrops)
+	t.Logf("nine dropped %d times: %d in the kernel, %d on the workers", dropped(tot, "nine"), tot.XDPDropped, workerDrops)
 
 	checkShowSplit(t, sock, st)
 	checkMetricsMatchStats(t, topo.DP0.Namespace, lc.metricsAddr, sock)
@@ -179,9 +179,9 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	}
 	// Port 9 is one packet in four: each dropped once, the rest each
 	// forwarded once (but for what never reached the XDP program).
-	if missing+nines != tot.Drops["nine"]+lostBefore || tot.Drops["nine"] > nines || atSink+missing+nines != n {
+	if missing+nines != dropped(tot, "nine")+lostBefore || dropped(tot, "nine") > nines || atSink+missing+nines != n {
 		t.Fatalf("sink: %d forwarded, %d forwardable ones missing, %d port-9 sent, %d dropped; %d never reached the XDP program",
-			atSink, missing, nines, tot.Drops["nine"], lostBefore)
+			atSink, missing, nines, dropped(tot, "nine"), lostBefore)
 	}
 }
 
@@ -394,7 +394,7 @@ func waitProcessed(t *testing.T, c *client.Client, n uint64) control.Stats {
 		if seen := xdpSeen(st); seen == n && st.Totals.Received == n {
 			return st
 		} else if seen > n || time.Now().After(deadline) {
-			t.Fatalf("of %d frames sent, the XDP program saw %d and the daemon received %d (kernel socket drops %v)", n, seen, st.Totals.Received, st.Totals.Kernel)
+			t.Fatalf("of %d frames sent, the XDP program saw %d and the daemon received %d (kernel socket drops %v)", n, seen, st.Totals.Received, st.Totals.KernelDrops)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -501,8 +501,8 @@ func TestLiveSplitSwapAtOnce(t *testing.T) {
 	n := snd.parkAt(t)
 	st := waitProcessed(t, c, n)
 	tot := st.Totals
-	if !tot.Balanced || len(tot.Kernel) != 0 || tot.Received != tot.Transmitted+tot.Dropped || tot.Dropped != tot.Drops["nine"]+tot.Drops["seven"]+tot.Drops["discard"] {
-		t.Fatalf("received %d: transmitted %d, dropped %d %v, kernel socket drops %v, balanced %v", tot.Received, tot.Transmitted, tot.Dropped, tot.Drops, tot.Kernel, tot.Balanced)
+	if !tot.Balanced || tot.KernelDropped != 0 || tot.Received != tot.Transmitted+tot.Dropped+tot.XDPDropped || tot.Dropped+tot.XDPDropped != dropped(tot, "nine")+dropped(tot, "seven")+dropped(tot, "discard") {
+		t.Fatalf("received %d: transmitted %d, dropped %d and in xdp %d %v, kernel socket drops %v, balanced %v", tot.Received, tot.Transmitted, tot.Dropped, tot.XDPDropped, tot.Drops, tot.KernelDrops, tot.Balanced)
 	}
 	if st.Swaps != uint64(len(swaps)) || st.Pipeline != "w" {
 		t.Fatalf("after %d swaps: %d swaps, running %s", len(swaps), st.Swaps, st.Pipeline)

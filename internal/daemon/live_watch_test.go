@@ -153,7 +153,7 @@ func TestLiveWatchConfigMapSwap(t *testing.T) {
 	}
 	tot := st.Totals
 	lostBefore := checkArrivals(t, topo, st, n)
-	if !tot.Balanced || tot.Received != tot.Transmitted+tot.Drops["a_nine"]+tot.Drops["b_seven"]+tot.Passed {
+	if !tot.Balanced || tot.Received != tot.Transmitted+dropped(tot, "a_nine")+dropped(tot, "b_seven")+tot.Passed+tot.XDPPassed {
 		t.Fatalf("received %d of %d: transmitted %d, drops %v, passed %d, balanced %v", tot.Received, n, tot.Transmitted, tot.Drops, tot.Passed, tot.Balanced)
 	}
 

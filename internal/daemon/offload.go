@@ -169,13 +169,10 @@ func addRuleHits(m map[string]uint64, plan *pipelines.OffloadPlan, hits []xdp.Ru
 }
 
 // addKernelVerdicts counts the frames queue's program decided (c) as
-// received and dropped or passed.
+// received, and as xdp_dropped or xdp_passed (control.Stats).
 func addKernelVerdicts(qs *QueueStats, c xdp.QueueCounters) {
 	qs.XDPDropped, qs.XDPPassed = c.Dropped, c.Passed
 	qs.Received += c.Dropped + c.Passed
-	qs.Dropped += c.Dropped
-	qs.Passed += c.Passed
-	qs.Balanced = qs.Received == qs.Transmitted+qs.Dropped+qs.Passed
 }
 
 // addKernelReasons adds the kernel's drops by reason (of the rule sets the
@@ -228,9 +225,9 @@ func (d *Daemon) addKernelReasons(t *Counts) []control.KernelRuleStats {
 				Filter: plan.Filter, Rule: i, Line: r.Pos.Line, Action: r.Action, Packets: hits[i].Packets, Bytes: hits[i].Bytes})
 		}
 	}
-	for k, v := range m {
-		if k != "pass" {
-			t.Drops[k] += v
+	for _, r := range slices.Sorted(maps.Keys(m)) {
+		if r != "pass" {
+			t.Drops = addDrops(t.Drops, []control.DropCount{{Reason: r, XDPPackets: m[r]}})
 		}
 	}
 	return rules

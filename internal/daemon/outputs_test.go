@@ -1,13 +1,15 @@
 package daemon
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/internal/control"
-	"github.com/warpflow/warpflow/pipelines"
+	"github.com/warpflow/warpflow/xdp"
 )
 
 // TestTxInterfaces: transmit sockets are opened at start on the startup
@@ -64,37 +66,58 @@ func TestCheckOutputs(t *testing.T) {
 	}
 }
 
-// TestSumStageCounters: the queues' stage counters and sample counts sum
-// by stage and key, in stage order and Report's key order, whichever
-// queue saw a key first.
-func TestSumStageCounters(t *testing.T) {
-	q0 := control.QueueStats{Stages: []control.StageStats{
-		{Name: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[10]", Packets: 1, Bytes: 64}, {Key: "default", Packets: 2, Bytes: 128}}},
-		{Name: "smp", Kind: "sample", Sample: &dataplane.SampleCount{Stage: "smp", File: "s.pcap", Candidates: 10, Written: 1}},
-	}}
-	q1 := control.QueueStats{Stages: []control.StageStats{
-		{Name: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[2]", Packets: 5, Bytes: 320}, {Key: "rule[10]", Packets: 3, Bytes: 192}}},
-		{Name: "flows", Kind: "count", Counters: []pipelines.Counter{{Key: "total", Packets: 8, Bytes: 512}}},
-		{Name: "smp", Kind: "sample", Sample: &dataplane.SampleCount{Stage: "smp", File: "s.pcap", Candidates: 20, Written: 2}},
-	}}
-	sets, samples := sumStageCounters([]control.QueueStats{q0, q1})
-	want := []control.StageCounterSet{
-		{Stage: "acl", Kind: "filter", Counters: []pipelines.Counter{{Key: "rule[2]", Packets: 5, Bytes: 320}, {Key: "rule[10]", Packets: 4, Bytes: 256}, {Key: "default", Packets: 2, Bytes: 128}}},
-		{Stage: "flows", Kind: "count", Counters: []pipelines.Counter{{Key: "total", Packets: 8, Bytes: 512}}},
+// TestAddStages: the queues' stages sum by name, their drops by reason
+// and their own counters by family and key, in the first queue's order,
+// keys only later queues counted appended; the queues' own lists are not
+// changed by the sum.
+func TestAddStages(t *testing.T) {
+	rule := counters.Decl{Name: "rule", Unit: "packets", Bytes: true, Label: "rule", Help: "Hits."}
+	total := counters.Decl{Name: "total", Unit: "packets", Bytes: true, Help: "Total."}
+	q0 := []control.StageStats{
+		{Name: "acl", Kind: "filter", Packets: 3, Drops: []control.DropCount{{Reason: "x", Packets: 1}},
+			Counters: []counters.Group{{Decl: rule, Values: []counters.KeyValue{{Key: "default", Value: 2, Bytes: 128}, {Key: "10", Value: 1, Bytes: 64}}}}},
 	}
-	if len(sets) != len(want) {
-		t.Fatalf("sets %+v", sets)
+	q1 := []control.StageStats{
+		{Name: "acl", Kind: "filter", Packets: 8, Drops: []control.DropCount{{Reason: "x", Packets: 2}, {Reason: "y", Packets: 1}},
+			Counters: []counters.Group{{Decl: rule, Values: []counters.KeyValue{{Key: "2", Value: 5, Bytes: 320}, {Key: "10", Value: 3, Bytes: 192}}}}},
+		{Name: "flows", Kind: "count", Counters: []counters.Group{{Decl: total, Values: []counters.KeyValue{{Value: 8, Bytes: 512}}}}},
 	}
-	for i := range want {
-		if sets[i].Stage != want[i].Stage || !slices.Equal(sets[i].Counters, want[i].Counters) {
-			t.Errorf("set %d: %+v, want %+v", i, sets[i], want[i])
-		}
+	sum := addStages(addStages(nil, q0), q1)
+	if len(sum) != 2 || sum[0].Name != "acl" || sum[0].Packets != 11 || sum[1].Name != "flows" {
+		t.Fatalf("stages %+v", sum)
 	}
-	if len(samples) != 1 || samples[0].Candidates != 30 || samples[0].Written != 3 {
-		t.Errorf("samples %+v", samples)
+	if got := fmt.Sprint(sum[0].Drops); got != "[{x 3 0 0} {y 1 0 0}]" {
+		t.Errorf("acl drops %s", got)
 	}
-	// The queues' own lists are not changed by the sum.
-	if q0.Stages[0].Counters[0].Packets != 1 {
-		t.Errorf("queue 0's counter changed to %d", q0.Stages[0].Counters[0].Packets)
+	if got := fmt.Sprint(sum[0].Counters[0].Values); got != "[{default 2 128 false} {10 4 256 false} {2 5 320 false}]" {
+		t.Errorf("acl counters %s", got)
+	}
+	if sum[0].Counter("rule", "10") != 4 || sum[1].Counter("total", "") != 8 {
+		t.Errorf("Counter: rule=10 %d, total %d", sum[0].Counter("rule", "10"), sum[1].Counter("total", ""))
+	}
+	if q0[0].Counters[0].Values[1].Value != 1 || q0[0].Drops[0].Packets != 1 {
+		t.Errorf("queue 0's lists changed: %+v", q0[0])
+	}
+}
+
+// TestKernelDropsCountedOnce: the sockets' XDP_STATISTICS make kernel
+// drops once. In copy mode the kernel counts a packet dropped for want of
+// a fill frame in rx_dropped and in rx_fill_ring_empty both; the second
+// is the times it found the ring empty, kept apart, not added.
+func TestKernelDropsCountedOnce(t *testing.T) {
+	var k socketDrops
+	k.add(xdp.Statistics{RXDropped: 5, RXFillRingEmpty: 5, RXRingFull: 2})
+	k.add(xdp.Statistics{TXInvalidDescs: 1})
+	var c Counts
+	k.into(&c)
+	if c.KernelDropped != 8 || c.FillRingEmpty != 5 || len(c.KernelDrops) != 4 {
+		t.Fatalf("kernel dropped %d (want 8: 5 without a fill frame, 2 ring full, 1 invalid), fill ring empty %d, drops %+v", c.KernelDropped, c.FillRingEmpty, c.KernelDrops)
+	}
+	var sum uint64
+	for _, d := range c.KernelDrops {
+		sum += d.Packets
+	}
+	if sum != c.KernelDropped {
+		t.Errorf("kernel drops %+v sum to %d, kernel_dropped %d", c.KernelDrops, sum, c.KernelDropped)
 	}
 }

@@ -175,6 +175,22 @@ func (r *Room) Remove(name string) error {
 	return nil
 }
 
+// Rename renames from to to in the room, replacing a file to (never
+// following a link: a link named to is replaced, not its target); both
+// are names ValidName takes. A missing from is fs.ErrNotExist.
+func (r *Room) Rename(from, to string) error {
+	if err := ValidName(from); err != nil {
+		return err
+	}
+	if err := ValidName(to); err != nil {
+		return err
+	}
+	if err := unix.Renameat(r.fd, from, r.fd, to); err != nil {
+		return &fs.PathError{Op: "rename", Path: r.Path(from), Err: err}
+	}
+	return nil
+}
+
 // openat2 retries the EAGAIN the kernel returns when a rename raced the
 // resolution, a bounded number of times; ENOSYS means a kernel older than
 // 5.6, which the daemon does not support.
