@@ -21,7 +21,7 @@ import (
 // (drop:ct_table_full).
 //
 //	type: conntrack
-//	size: 262144          # flows per worker (1..67108864); ~122 bytes each
+//	size: 262144          # flows per worker (1..67108864); ~118 bytes each
 //	zone: none            # none, or vlan: the outer VLAN id keys flows apart
 //	loose: false          # pick up mid-stream TCP flows (Linux: nf_conntrack_tcp_loose)
 //	checksum: true        # verify IPv4 header and L4 checksums (nf_conntrack_checksum)
@@ -523,8 +523,8 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 				break
 			}
 			if uint32(v>>32) == h {
-				// Every cache line the entry may span (100 bytes: up
-				// to three).
+				// Both cache lines the entry spans (96 bytes at a
+				// 32-byte offset).
 				s.cand[j] = uint32(v)
 				en := &t.ent[uint32(v)>>1-1]
 				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)

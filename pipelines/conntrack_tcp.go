@@ -231,15 +231,17 @@ func tcpNew(en *ctEntry, s *tcpSeg, loose bool) bool {
 		return false
 	}
 	en.seen = [2]tcpDir{}
-	en.wscale, en.dflags = [2]uint8{}, [2]uint8{}
-	en.lastWin, en.lastWscale, en.lastFlags, en.retrans = 0, 0, 0, 0
+	en.wscales, en.dflags = 0, [2]uint8{}
+	en.lastWin, en.lastFlags = 0, 0 // last_wscale too (retrans: tcpLast, below)
 	en.lastEnd, en.lastSeq, en.lastAck = 0, 0, 0
 	d := &en.seen[0]
 	if ns == tcpSynSent {
 		d.end = s.end()
 		d.maxwin = max(uint32(s.win), 1)
 		d.maxend = d.end
-		tcpOptions(s.hdr, &en.wscale[0], &en.dflags[0])
+		var scale uint8
+		tcpOptions(s.hdr, &scale, &en.dflags[0])
+		en.setWscale(0, scale)
 	} else {
 		if !loose {
 			return false
@@ -258,7 +260,7 @@ func tcpNew(en *ctEntry, s *tcpSeg, loose bool) bool {
 func (en *ctEntry) lastIndex() uint8 { return en.tcpLast & 7 }
 func (en *ctEntry) lastDir() uint8   { return en.tcpLast >> 3 & 1 }
 func (en *ctEntry) setLast(index, dir uint8) {
-	en.tcpLast = index | dir<<3
+	en.tcpLast = en.tcpLast&0xf0 | index | dir<<3 // retrans kept
 }
 
 // tcpVerdict is what tcpPacket decided.
@@ -280,11 +282,13 @@ func tcpInitSender(en *ctEntry, d uint8, s *tcpSeg, end uint32) {
 	sender := &en.seen[d]
 	sender.end, sender.maxend = end, end
 	sender.maxwin = max(uint32(s.win), 1)
-	tcpOptions(s.hdr, &en.wscale[d], &en.dflags[d])
+	var scale uint8
+	tcpOptions(s.hdr, &scale, &en.dflags[d])
+	en.setWscale(d, scale)
 	// RFC 1323: both sides must send the window scale option to enable
 	// window scaling in either direction.
 	if en.dflags[d]&tcpFlWindowScale == 0 || en.dflags[d^1]&tcpFlWindowScale == 0 {
-		en.wscale[d], en.wscale[d^1] = 0, 0
+		en.wscales = 0 // both directions
 	}
 }
 
@@ -321,7 +325,7 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 		} else {
 			// Mid-connection: its history is lost to us; use the packet.
 			sender.end = end
-			swin := win << en.wscale[dir]
+			swin := win << en.wscale(dir)
 			sender.maxwin = max(swin, 1)
 			sender.maxend = end + sender.maxwin
 			if receiver.maxwin == 0 {
@@ -384,7 +388,7 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 	}
 
 	if !syn {
-		win <<= en.wscale[dir]
+		win <<= en.wscale(dir)
 	}
 	swin := win + (sack - ack)
 	if sender.maxwin < swin {
@@ -416,13 +420,11 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 	}
 	if index == tcpAckSet {
 		if en.lastDir() == dir && en.lastSeq == seq && en.lastAck == ack && en.lastEnd == end && en.lastWin == s.win {
-			if en.retrans < 255 {
-				en.retrans++
-			}
+			en.setRetrans(en.retrans() + 1) // held at 15
 		} else {
 			en.setLast(en.lastIndex(), dir)
 			en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = seq, ack, end, s.win
-			en.retrans = 0
+			en.setRetrans(0)
 		}
 	}
 	return tcpWinAccept
@@ -460,10 +462,11 @@ func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict,
 			d := &en.seen[ld]
 			d.end, d.maxend = en.lastEnd, en.lastEnd
 			d.maxwin = max(uint32(en.lastWin), 1)
-			en.wscale[ld] = en.lastWscale
+			en.setWscale(ld, en.lastWscale())
 			en.lastFlags &^= tcpFlChallenge
-			en.dflags[ld] = en.lastFlags
-			en.seen[dir], en.wscale[dir], en.dflags[dir] = tcpDir{}, 0, 0
+			en.dflags[ld] = en.lastFlags &^ tcpLastWscaleBits
+			en.seen[dir], en.dflags[dir] = tcpDir{}, 0
+			en.setWscale(dir, 0)
 			break
 		}
 		en.setLast(index, dir)
@@ -472,11 +475,11 @@ func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict,
 		en.lastWin = s.win
 		if index == tcpSynSet && dir == 0 {
 			var scale, flags uint8
-			en.lastFlags, en.lastWscale = 0, 0
+			en.lastFlags = 0 // last_wscale too
 			tcpOptions(s.hdr, &scale, &flags)
 			if flags&tcpFlWindowScale != 0 {
 				en.lastFlags |= tcpFlWindowScale
-				en.lastWscale = scale
+				en.setLastWscale(scale)
 			}
 			if flags&tcpFlSackPerm != 0 {
 				en.lastFlags |= tcpFlSackPerm
@@ -553,7 +556,7 @@ inWindow:
 		en.dflags[dir] |= tcpFlCloseInit
 	}
 	switch {
-	case en.retrans >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
+	case en.retrans() >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
 		timeout = to.tcp[tcpRetrans]
 	case index == tcpRstSet:
 		timeout = to.tcp[tcpClose]

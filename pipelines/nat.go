@@ -455,17 +455,17 @@ func (s *natStage) one(b *rings.Batch, i int) Edge {
 		// the flow stays as it was set up.
 		en.status |= ctStNATDone
 	}
-	if en.natFlags&natFExhausted != 0 {
+	if en.natFlags()&natFExhausted != 0 {
 		s.count(natcExhausted, n)
 		return 1
 	}
 	if en.status&(ctStSNAT|ctStDNAT) == 0 {
 		return 0
 	}
-	if en.natFlags&natFCounted == 0 {
+	if en.natFlags()&natFCounted == 0 {
 		// The session's first packet through this stage: count it (a
 		// flow whose first packet was dropped before it never is).
-		en.natFlags |= natFCounted
+		en.setNatFlags(en.natFlags() | natFCounted)
 		if en.status&ctStSNAT != 0 {
 			s.count(natcSNAT, 0)
 		}
@@ -502,7 +502,7 @@ const (
 // drops its packets as nat_ports_exhausted.
 func (s *natStage) decide(e uint32, en *ctEntry) {
 	if !s.setup(e, en) {
-		en.natFlags |= natFExhausted
+		en.setNatFlags(en.natFlags() | natFExhausted)
 	}
 }
 
