@@ -51,6 +51,14 @@ const (
 	sampleSlots = 512
 )
 
+// MaxSampleFiles is how many sample files the daemon writes at most. A
+// sink lives as long as the daemon (pipelines swapped away and back write
+// on into the same file), and each holds a ring per queue and up to two
+// files of sample_max_bytes, so without a bound a client loading
+// pipelines with ever new sample file names would grow the daemon's
+// memory and disk without end. A load or swap that needs more is refused.
+const MaxSampleFiles = 32
+
 // DefaultSampleMaxBytes is sample_max_bytes unless configured otherwise.
 const DefaultSampleMaxBytes = 64 << 20
 
@@ -74,6 +82,15 @@ func (d *Daemon) sampleOutputs(g *pipelines.Graph, qi int) (map[string]dataplane
 	defer sf.mu.Unlock()
 	if sf.sinks == nil {
 		sf.sinks = map[string]*sampleSink{}
+	}
+	need := map[string]bool{}
+	for _, s := range ss {
+		if sf.sinks[s.File] == nil {
+			need[s.File] = true
+		}
+	}
+	if n := len(sf.sinks) + len(need); n > MaxSampleFiles {
+		return nil, fmt.Errorf("pipeline %q needs %d new sample files beside the %d the daemon writes: it writes at most %d (they stay open until it stops; reuse a file name)", g.Name(), len(need), len(sf.sinks), MaxSampleFiles)
 	}
 	var made []*sampleSink
 	for _, s := range ss {

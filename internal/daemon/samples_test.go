@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -216,5 +217,45 @@ func TestSampleRingFull(t *testing.T) {
 	sk.drain(sk.testLog())
 	if info := sk.info(); info.Written != sampleSlots || info.Missed != 7 {
 		t.Fatalf("%+v: want %d written, 7 missed", info, sampleSlots)
+	}
+}
+
+// TestSampleFilesBounded: the daemon writes at most MaxSampleFiles sample
+// files; a pipeline that needs more is refused with nothing opened, one
+// that reuses open files' names still loads, and none is made outside
+// the samples directory.
+func TestSampleFilesBounded(t *testing.T) {
+	d := sampleDaemon(t, DefaultSampleMaxBytes)
+	d.cfg.UMEM.FrameSize = 2048
+	graph := func(name string, files ...string) *pipelines.Graph {
+		y := "name: " + name + "\nstages:\n  - {name: parse, type: parse}\n"
+		for i, f := range files {
+			y += fmt.Sprintf("  - {name: s%d, type: sample, every: 2, file: %s}\n", i, f)
+		}
+		y += "  - {name: out, type: tx, port: out}\n"
+		g, err := pipelines.Load(name+".yaml", []byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	t.Cleanup(func() { d.samples.close() })
+	for i := range MaxSampleFiles {
+		if _, err := d.sampleOutputs(graph(fmt.Sprintf("p%d", i), fmt.Sprintf("f%d.pcap", i)), 0); err != nil {
+			t.Fatalf("sample file %d: %v", i, err)
+		}
+	}
+	_, err := d.sampleOutputs(graph("over", "f0.pcap", "new.pcap"), 0)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d", MaxSampleFiles)) {
+		t.Fatalf("a sample file past the bound: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(d.cfg.CaptureDir, "samples", "new.pcap")); !os.IsNotExist(err) {
+		t.Fatalf("the refused pipeline's file was made: %v", err)
+	}
+	if _, err := d.sampleOutputs(graph("again", "f0.pcap", "f31.pcap"), 1); err != nil {
+		t.Fatalf("open files' names again: %v", err)
+	}
+	if n := len(d.samples.files()); n != MaxSampleFiles {
+		t.Fatalf("%d sample files, want %d", n, MaxSampleFiles)
 	}
 }
