@@ -486,18 +486,8 @@ func (s *ctStage) candidate(j int) {
 // tracking loop (see prefetch.go).
 func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 	t := s.tab
-	var k ctTuple
 	var sink uint64
-	for j, i := range idx {
-		m := &b.Meta[i]
-		s.hint[j] = 0
-		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
-			continue
-		}
-		ctAddrs(m, &k)
-		k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
-		s.hint[j] = 1<<32 | uint64(k.hash())
-	}
+	s.hashes(b, idx)
 	// The loads, in loops of their own: a loop this short keeps many
 	// misses in flight (the hashing above, in the same loop, would hold
 	// the reorder window to a few).
