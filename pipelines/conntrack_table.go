@@ -246,7 +246,7 @@ func (t *ctTable) advance(ms uint32) {
 // expired reports whether entry e's time has come.
 func (t *ctTable) expired(e *ctEntry) bool { return int32(t.now-e.expires) >= 0 }
 
-func (t *ctTable) home(h uint32) uint64 { return (uint64(h) * t.slots) >> 32 }
+func (t *ctTable) home(h uint32) uint64 { return probeHome(h, t.slots) }
 
 // lookup finds the entry whose direction tuple is k (hash h); with want
 // 0 or 1 only as that direction (ICMP queries: a request's tuple and a
@@ -350,31 +350,7 @@ func (t *ctTable) deleteSlot(e uint32, dir uint8, h uint32) {
 			i = 0
 		}
 	}
-	j := i
-	for {
-		if j++; j == t.slots {
-			j = 0
-		}
-		v := t.idx[j]
-		if v == 0 {
-			break
-		}
-		home := t.home(uint32(v >> 32))
-		// The slot at j may move back to i unless its home lies
-		// cyclically in (i, j].
-		var stays bool
-		if i <= j {
-			stays = i < home && home <= j
-		} else {
-			stays = i < home || home <= j
-		}
-		if stays {
-			continue
-		}
-		t.idx[i] = v
-		i = j
-	}
-	t.idx[i] = 0
+	probeDelete(t.idx, t.slots, i)
 }
 
 // alloc takes a free entry, or reports false when there is none.

@@ -384,7 +384,7 @@ func readFrag(p []byte, m *rings.Meta, f *raFrag) bool {
 
 // lookup finds the record of key k, or returns -1.
 func (s *raStage) lookup(k *raKey, h uint32) int {
-	i := (uint64(h) * s.slots) >> 32
+	i := probeHome(h, s.slots)
 	for {
 		v := s.idx[i]
 		if v == 0 {
@@ -402,7 +402,7 @@ func (s *raStage) lookup(k *raKey, h uint32) int {
 }
 
 func (s *raStage) insert(r int, h uint32) {
-	i := (uint64(h) * s.slots) >> 32
+	i := probeHome(h, s.slots)
 	for s.idx[i] != 0 {
 		if i++; i == s.slots {
 			i = 0
@@ -416,7 +416,7 @@ func (s *raStage) release(r int) {
 	rec := &s.recs[r]
 	h := rec.key.hash()
 	want := uint64(h)<<32 | uint64(r+1)
-	i := (uint64(h) * s.slots) >> 32
+	i := probeHome(h, s.slots)
 	for s.idx[i] != want {
 		if s.idx[i] == 0 {
 			break
@@ -426,29 +426,7 @@ func (s *raStage) release(r int) {
 		}
 	}
 	if s.idx[i] == want {
-		j := i
-		for {
-			if j++; j == s.slots {
-				j = 0
-			}
-			v := s.idx[j]
-			if v == 0 {
-				break
-			}
-			home := (uint64(uint32(v>>32)) * s.slots) >> 32
-			var stays bool
-			if i <= j {
-				stays = i < home && home <= j
-			} else {
-				stays = i < home || home <= j
-			}
-			if stays {
-				continue
-			}
-			s.idx[i] = v
-			i = j
-		}
-		s.idx[i] = 0
+		probeDelete(s.idx, s.slots, i)
 	}
 	*rec = raRec{}
 	s.free = append(s.free, uint32(r))
