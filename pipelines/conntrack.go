@@ -456,22 +456,30 @@ func (s *ctStage) candidate(j int) {
 		return
 	}
 	t := s.tab
-	h := uint32(s.hint[j])
+	if v := t.slotOf(uint32(s.hint[j])); v != 0 {
+		s.cand[j] = v
+		prefetchEntry(&t.ent[v>>1-1])
+	}
+}
+
+// slotOf returns the low half of the first of the first ctWarmProbe
+// index slots of hash h's probe that holds h (entry+1<<1 | dir), or 0.
+// A candidate only: the tracking loop checks the entry's tuple.
+func (t *ctTable) slotOf(h uint32) uint32 {
 	i := t.home(h)
 	for range ctWarmProbe {
 		v := t.idx[i]
 		if v == 0 {
-			return
+			return 0
 		}
 		if uint32(v>>32) == h {
-			s.cand[j] = uint32(v)
-			prefetchEntry(&t.ent[uint32(v)>>1-1])
-			return
+			return uint32(v)
 		}
 		if i++; i == t.slots {
 			i = 0
 		}
 	}
+	return 0
 }
 
 // warm is the first pass over a vector: it computes the TCP and UDP
@@ -505,24 +513,12 @@ func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 		// The slot whose hash is the packet's: the probe's first few
 		// slots, in the line the first loop loaded (linear probing at
 		// the index's load factor finds most keys within two or three).
-		h := uint32(s.hint[j])
-		i := t.home(h)
-		for range ctWarmProbe {
-			v := t.idx[i]
-			if v == 0 {
-				break
-			}
-			if uint32(v>>32) == h {
-				// Both cache lines the entry spans (96 bytes at a
-				// 32-byte offset).
-				s.cand[j] = uint32(v)
-				en := &t.ent[uint32(v)>>1-1]
-				sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
-				break
-			}
-			if i++; i == t.slots {
-				i = 0
-			}
+		if v := t.slotOf(uint32(s.hint[j])); v != 0 {
+			// Both cache lines the entry spans (96 bytes at a 32-byte
+			// offset).
+			s.cand[j] = v
+			en := &t.ent[v>>1-1]
+			sink += uint64(en.src[0]) + uint64(en.status) + uint64(en.seen[1].maxack)
 		}
 	}
 	s.sink += sink
