@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +64,61 @@ func TestHostileYAMLIsRefusedBeforeDecoding(t *testing.T) {
 			t.Fatalf("%s: refusing it allocated %d bytes, want under 1 MiB", tc.name, n)
 		}
 		t.Logf("%s (%d bytes): refused in %v, %d bytes allocated: %v", tc.name, len(tc.data), d, n, err)
+	}
+}
+
+// TestReadConfigFileReadsOnce: a config file is read into one buffer of
+// its size (io.ReadAll's doubling touched about twice the file: a 1 MiB
+// alias bomb cost warpctl validate 1.9 MB of RSS to refuse), so reading and
+// refusing the 1 MiB bomb from a file allocates the file and a few KB; a
+// file over the limit is refused after reading at most one byte past it.
+func TestReadConfigFileReadsOnce(t *testing.T) {
+	dir := t.TempDir()
+	bomb := aliasBomb(1 << 20)
+	path := dir + "/bomb.yaml"
+	if err := os.WriteFile(path, bomb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	n, d := heapCost(func() {
+		var data []byte
+		if data, err = ReadConfigFile(path); err == nil {
+			_, err = Load("bomb.yaml", data)
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "anchors and aliases are not supported") {
+		t.Fatalf("err = %v", err)
+	}
+	if max := uint64(len(bomb)) + 32<<10; n > max {
+		t.Fatalf("reading and refusing a %d-byte file allocated %d bytes, want at most %d", len(bomb), n, max)
+	}
+	t.Logf("%d-byte alias bomb read and refused in %v, %d bytes allocated", len(bomb), d, n)
+
+	// Over the limit: refused by its size, unread.
+	big := path + ".big"
+	if err := os.WriteFile(big, bytes.Repeat([]byte("#"), MaxConfigBytes+4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = heapCost(func() { _, err = ReadConfigFile(big) })
+	if err == nil || !strings.Contains(err.Error(), "larger than the limit") {
+		t.Fatalf("oversize: err = %v", err)
+	}
+	if max := uint64(32 << 10); n > max {
+		t.Fatalf("oversize: allocated %d bytes, want at most %d", n, max)
+	}
+	// A FIFO (no size to go by) is read too.
+	fifo := dir + "/fifo.yaml"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Write([]byte("name: f\n"))
+			f.Close()
+		}
+	}()
+	if data, err := ReadConfigFile(fifo); err != nil || string(data) != "name: f\n" {
+		t.Fatalf("fifo: %q %v", data, err)
 	}
 }
 

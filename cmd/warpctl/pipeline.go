@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 func newPipelineCommand() *cobra.Command {
@@ -39,7 +39,7 @@ func newPipelineLoad() *cobra.Command {
 		Short: "Validate FILE and store it in warpflowd under its name (or --name), without running it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := os.ReadFile(args[0])
+			src, err := pipelines.ReadConfigFile(args[0])
 			if err != nil {
 				return failf(codeFailed, "read pipeline: %v", err)
 			}

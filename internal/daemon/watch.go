@@ -17,6 +17,7 @@ import (
 
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/trust"
+	"github.com/warpflow/warpflow/pipelines"
 	"golang.org/x/sys/unix"
 )
 
@@ -299,7 +300,10 @@ func readPipelineFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("read pipeline file %s: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, control.MaxRequestBytes+1))
+	if fi.Size() > control.MaxRequestBytes {
+		return nil, fmt.Errorf("pipeline file %s is larger than %d bytes", path, control.MaxRequestBytes)
+	}
+	data, err := pipelines.ReadAllSized(io.LimitReader(f, control.MaxRequestBytes+1), int(fi.Size())+1)
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline file: %w", err)
 	}
