@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"fmt"
-
 	"github.com/warpflow/warpflow/pipelines"
 )
 
@@ -15,9 +13,9 @@ func CheckPipeline(cfg Config) error {
 		return err
 	}
 	d := &Daemon{cfg: cfg}
-	src, err := pipelines.ReadConfigFile(cfg.PipelinePath())
+	src, err := readPipelineConfig(cfg.PipelinePath())
 	if err != nil {
-		return fmt.Errorf("read pipeline config: %w", err)
+		return err
 	}
 	g, err := pipelines.Load(cfg.PipelinePath(), src)
 	if err != nil {

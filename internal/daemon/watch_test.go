@@ -49,6 +49,36 @@ func TestReadPipelineFile(t *testing.T) {
 	}
 }
 
+// TestReadPipelineConfigRefusesFIFO: the startup pipeline file is read
+// (New's and CheckPipeline's read) only if it is a regular file: a FIFO
+// in its place (os.Open of a FIFO
+// with no writer blocks) is an error at once, not a daemon hung at start.
+func TestReadPipelineConfigRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "p.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readPipelineConfig(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "read pipeline config: "+fifo+" is not a regular file") {
+			t.Errorf("a FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO as the startup pipeline blocked")
+	}
+	ok := filepath.Join(dir, "ok.yaml")
+	os.WriteFile(ok, []byte("name: x\n"), 0o644)
+	if b, err := readPipelineConfig(ok); err != nil || string(b) != "name: x\n" {
+		t.Errorf("a regular file: %q %v", b, err)
+	}
+	if _, err := readPipelineConfig(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "read pipeline config: ") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
 // TestDirWatch: a ConfigMap-style ..data rename in the directory is
 // signalled, and removing the directory says it is gone; Close returns.
 func TestDirWatch(t *testing.T) {
