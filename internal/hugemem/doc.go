@@ -1,6 +1,6 @@
 // Package hugemem allocates large pointer-free tables in memory the kernel
-// backs with transparent huge pages where it can (madvise MADV_HUGEPAGE),
-// outside the Go heap.
+// backs with transparent huge pages where it can (a mapping aligned to 2
+// MiB, madvise MADV_HUGEPAGE), outside the Go heap.
 //
 // Why: a flow table of a million entries (some 120 MB) is read at random,
 // one or two cache misses per packet. With 4 KiB pages every such miss is
@@ -12,10 +12,10 @@
 // Hazards:
 //   - The element type must hold no pointers (the garbage collector does
 //     not scan this memory). Alloc panics on a type that has any.
-//   - The memory is the caller's until Free (or, if the caller drops the
-//     slice without freeing, until its owner's cleanup runs: Alloc
-//     attaches one to the returned holder). Using the slice after Free
-//     faults.
+//   - The memory lives as long as the returned *Table: a cleanup attached
+//     to it unmaps the memory once the Table is unreachable. Keep the
+//     Table, not only its slice S: a slice kept alone does not keep the
+//     mapping, and using it after the cleanup faults.
 //   - Where the kernel gives no huge pages (THP off, or a small system)
 //     the memory is ordinary anonymous memory: correct, just slower.
 //     Where mmap itself fails, Alloc falls back to the Go heap.
