@@ -19,7 +19,7 @@ var boundary = map[string]struct{ unsafe, unix bool }{
 	"xdp":                {true, true},  // AF_XDP sockets, UMEM, the shared rings
 	"gpu":                {true, false}, // the CUDA driver through purego, device-mapped memory
 	"workers":            {true, false}, // sched_setaffinity for pinned workers
-	"internal/hugemem":   {true, false}, // flow tables in huge pages (mmap), typed over the mapping
+	"internal/hugemem":   {true, true},  // flow tables in 2 MiB-aligned mappings (raw mmap/munmap to trim), typed over them
 	"internal/nic":       {true, true},  // ethtool ioctls (SIOCETHTOOL) for the lab's offloads
 	"internal/trust":     {true, true},  // SO_PEERGROUPS, openat2 beneath capture_dir, lstat walks
 	"pipelines":          {true, false}, // unsafe.Sizeof of a flow entry (memory budgets) only
