@@ -36,6 +36,10 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	// An announced length within the limit sizes the buffer (one
 	// allocation, not io.ReadAll's doubling); a chunked body starts small.
+	// A client that announces a large body and sends little holds no more
+	// than the one large body the limit allows anyway: the fresh pages are
+	// touched only as bytes arrive, large bodies (loads) are read one at
+	// a time, and the server's ReadTimeout ends a stalled one.
 	hint := 512
 	if r.ContentLength > 0 {
 		hint = int(r.ContentLength) + 1
