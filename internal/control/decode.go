@@ -36,10 +36,11 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	// An announced length within the limit sizes the buffer (one
 	// allocation, not io.ReadAll's doubling); a chunked body starts small.
-	// A client that announces a large body and sends little holds no more
-	// than the one large body the limit allows anyway: the fresh pages are
-	// touched only as bytes arrive, large bodies (loads) are read one at
-	// a time, and the server's ReadTimeout ends a stalled one.
+	// A client that announces a large body and sends little makes the
+	// daemon hold one buffer of the announced size, at most the limit:
+	// the same bound a body that really is that large has, since large
+	// bodies (loads) are read one at a time and the server's ReadTimeout
+	// ends a stalled one.
 	hint := 512
 	if r.ContentLength > 0 {
 		hint = int(r.ContentLength) + 1
