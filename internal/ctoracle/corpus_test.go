@@ -444,21 +444,32 @@ func copyMAC(dst []byte, s string) {
 	copy(dst, b[:])
 }
 
-// fragHeader6 returns the identity of an IPv6 packet's fragment header's
-// datagram (addresses and identification), if it has one.
-func fragHeader6(ip []byte) ([]byte, bool) {
+// frag6Off is where an IPv6 packet's fragment header lies, walking the
+// extension headers that may precede it (hop-by-hop, routing,
+// destination options); ok is false where there is none.
+func frag6Off(ip []byte) (off int, ok bool) {
 	nh, off := ip[6], 40
 	for off+8 <= len(ip) {
 		switch nh {
 		case 0, 43, 60:
 			nh, off = ip[off], off+(int(ip[off+1])+1)*8
 		case 44:
-			return append(append([]byte(nil), ip[8:40]...), ip[off+4:off+8]...), true
+			return off, true
 		default:
-			return nil, false
+			return 0, false
 		}
 	}
-	return nil, false
+	return 0, false
+}
+
+// fragHeader6 returns the identity of an IPv6 packet's fragment header's
+// datagram (addresses and identification), if it has one.
+func fragHeader6(ip []byte) ([]byte, bool) {
+	off, ok := frag6Off(ip)
+	if !ok {
+		return nil, false
+	}
+	return append(append([]byte(nil), ip[8:40]...), ip[off+4:off+8]...), true
 }
 
 func isFragment(ip []byte) bool {
@@ -513,16 +524,8 @@ func fragOffset(ip []byte) int {
 	if ip[0]>>4 == 4 {
 		return int(binary.BigEndian.Uint16(ip[6:])&0x1fff) * 8
 	}
-	nh, off := ip[6], 40
-	for off+8 <= len(ip) {
-		switch nh {
-		case 0, 43, 60:
-			nh, off = ip[off], off+(int(ip[off+1])+1)*8
-		case 44:
-			return int(binary.BigEndian.Uint16(ip[off+2:]) &^ 7)
-		default:
-			return 0
-		}
+	if off, ok := frag6Off(ip); ok {
+		return int(binary.BigEndian.Uint16(ip[off+2:]) &^ 7)
 	}
 	return 0
 }
@@ -533,18 +536,8 @@ func atomic6(ip []byte) bool {
 	if ip[0]>>4 != 6 {
 		return false
 	}
-	nh, off := ip[6], 40
-	for off+8 <= len(ip) {
-		switch nh {
-		case 0, 43, 60:
-			nh, off = ip[off], off+(int(ip[off+1])+1)*8
-		case 44:
-			return binary.BigEndian.Uint16(ip[off+2:]) == 0
-		default:
-			return false
-		}
-	}
-	return false
+	off, ok := frag6Off(ip)
+	return ok && binary.BigEndian.Uint16(ip[off+2:]) == 0
 }
 
 // datagram6 reassembles one IPv6 datagram of the corpus offline, to know
