@@ -329,14 +329,18 @@ func conversations() ([]convgen.Packet, map[uint32]kind) {
 	var convs []*convgen.Conv
 	names := map[*convgen.Conv]string{}
 	start := time.Duration(0)
-	next := func(name string, c, s string, cport uint16, sport uint16) *convgen.Conv {
-		cl := convgen.Endpoint{Addr: netip.MustParseAddr(c), Port: cport}
-		cv := convgen.NewConv(cl, convgen.Endpoint{Addr: netip.MustParseAddr(s), Port: sport},
-			convgen.Endpoint{Addr: netip.MustParseAddr(natIP), Port: cport}, start, 100*time.Microsecond, uint32(cport)*1000, uint32(cport)*3000)
+	// add starts a conversation from c to s, translated to nat (the zero
+	// Endpoint: untranslated), 2 ms after the one before.
+	add := func(name string, c, s string, cport, sport uint16, nat convgen.Endpoint) *convgen.Conv {
+		cv := convgen.NewConv(convgen.Endpoint{Addr: netip.MustParseAddr(c), Port: cport}, convgen.Endpoint{Addr: netip.MustParseAddr(s), Port: sport},
+			nat, start, 100*time.Microsecond, uint32(cport)*1000, uint32(cport)*3000)
 		start += 2 * time.Millisecond
 		convs = append(convs, cv)
 		names[cv] = name
 		return cv
+	}
+	next := func(name string, c, s string, cport uint16, sport uint16) *convgen.Conv {
+		return add(name, c, s, cport, sport, convgen.Endpoint{Addr: netip.MustParseAddr(natIP), Port: cport})
 	}
 	for i := range 4 {
 		next("tcp full", fmt.Sprintf("10.0.0.%d", 1+i), "198.51.100.1", uint16(40000+i), 80).Handshake().Data(0, 100).Data(1, 900).Data(0, 10).Close()
@@ -357,12 +361,7 @@ func conversations() ([]convgen.Packet, map[uint32]kind) {
 
 	// IPv6: the same kinds of conversation, untranslated.
 	next6 := func(name string, c, s string, cport uint16, sport uint16) *convgen.Conv {
-		cv := convgen.NewConv(convgen.Endpoint{Addr: netip.MustParseAddr(c), Port: cport}, convgen.Endpoint{Addr: netip.MustParseAddr(s), Port: sport},
-			convgen.Endpoint{}, start, 100*time.Microsecond, uint32(cport)*1000, uint32(cport)*3000)
-		start += 2 * time.Millisecond
-		convs = append(convs, cv)
-		names[cv] = name
-		return cv
+		return add(name, c, s, cport, sport, convgen.Endpoint{})
 	}
 	for i := range 2 {
 		next6("v6 tcp full", fmt.Sprintf("2001:db8:a::%d", 1+i), "2001:db8:b::1", uint16(42000+i), 80).Handshake().Data(0, 100).Data(1, 900).Data(0, 10).Close()
