@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -85,7 +84,7 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			made.Close() // the returns below have already set d to nil
 		}
 	}()
-	src, err := readPipelineConfig(cfg.PipelinePath())
+	src, err := readPipelineFile(cfg.PipelinePath())
 	if err != nil {
 		return nil, err
 	}
@@ -640,22 +639,4 @@ func capabilityHint(pe *xdp.PermissionError) string {
 		return fmt.Sprintf("; warpflowd also lacks %s, which later steps need: %s", others, fix)
 	}
 	return fmt.Sprintf("; warpflowd lacks %s: %s", others, fix)
-}
-
-// readPipelineConfig reads the startup pipeline file. A FIFO or device
-// in its place is refused rather than opened (opening a FIFO with no
-// writer blocks, and the daemon would hang at start with nothing logged).
-// The stat and the open are two steps: the path is the operator's (the
-// daemon config's), not a client's, so the check guards against a
-// mistake, not a race; --watch reads through readPipelineFile, which opens
-// without blocking.
-func readPipelineConfig(path string) ([]byte, error) {
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read pipeline config: %s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	src, err := pipelines.ReadConfigFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read pipeline config: %w", err)
-	}
-	return src, nil
 }

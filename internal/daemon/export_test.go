@@ -13,7 +13,7 @@ func CheckPipeline(cfg Config) error {
 		return err
 	}
 	d := &Daemon{cfg: cfg}
-	src, err := readPipelineConfig(cfg.PipelinePath())
+	src, err := readPipelineFile(cfg.PipelinePath())
 	if err != nil {
 		return err
 	}

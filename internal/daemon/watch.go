@@ -37,7 +37,7 @@ import (
 //     this daemon's interfaces) and swapped in with the same Swap as
 //     `warpctl pipeline swap`; the pipeline the watch had swapped in
 //     before is removed from the store;
-//   - unreadable, not a regular file, over control.MaxRequestBytes, or
+//   - unreadable, not a regular file, over pipelines.MaxConfigBytes, or
 //     invalid: refused, logged with the reason, counted; the running
 //     pipeline keeps running and the same bad content is not counted
 //     again until the file changes;
@@ -283,10 +283,11 @@ func clip(s string) string {
 	return s
 }
 
-// readPipelineFile reads the pipeline file through its symlinks: a
-// regular file of at most control.MaxRequestBytes (the bound of a pipeline
-// loaded over the API). It opens without blocking, so a FIFO put in its
-// place cannot stall the watch.
+// readPipelineFile reads the pipeline file through its symlinks, at
+// start and for the watch: a regular file of at most
+// pipelines.MaxConfigBytes (the bound of any config), read into one
+// buffer of its size. It opens without blocking, so a FIFO put in its
+// place cannot stall the watch or hang the daemon at start.
 func readPipelineFile(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -300,15 +301,15 @@ func readPipelineFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("read pipeline file %s: not a regular file (%s)", path, fi.Mode().Type())
 	}
-	if fi.Size() > control.MaxRequestBytes {
-		return nil, fmt.Errorf("pipeline file %s is larger than %d bytes", path, control.MaxRequestBytes)
+	if fi.Size() > pipelines.MaxConfigBytes {
+		return nil, fmt.Errorf("pipeline file %s is larger than %d bytes", path, pipelines.MaxConfigBytes)
 	}
-	data, err := pipelines.ReadAllSized(io.LimitReader(f, control.MaxRequestBytes+1), int(fi.Size())+1)
+	data, err := pipelines.ReadAllSized(io.LimitReader(f, pipelines.MaxConfigBytes+1), int(fi.Size())+1)
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline file: %w", err)
 	}
-	if len(data) > control.MaxRequestBytes {
-		return nil, fmt.Errorf("pipeline file %s is larger than %d bytes", path, control.MaxRequestBytes)
+	if len(data) > pipelines.MaxConfigBytes {
+		return nil, fmt.Errorf("pipeline file %s is larger than %d bytes", path, pipelines.MaxConfigBytes)
 	}
 	return data, nil
 }

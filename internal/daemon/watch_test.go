@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // TestReadPipelineFile: the watch reads through symlinks but only a
@@ -23,7 +23,7 @@ func TestReadPipelineFile(t *testing.T) {
 		t.Fatalf("through a symlink: %q %v", b, err)
 	}
 	big := filepath.Join(dir, "big.yaml")
-	os.WriteFile(big, make([]byte, control.MaxRequestBytes+1), 0o644)
+	os.WriteFile(big, make([]byte, pipelines.MaxConfigBytes+1), 0o644)
 	if _, err := readPipelineFile(big); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("an oversize file: %v", err)
 	}
@@ -49,33 +49,28 @@ func TestReadPipelineFile(t *testing.T) {
 	}
 }
 
-// TestReadPipelineConfigRefusesFIFO: the startup pipeline file is read
-// (New's and CheckPipeline's read) only if it is a regular file: a FIFO
-// in its place (os.Open of a FIFO
-// with no writer blocks) is an error at once, not a daemon hung at start.
-func TestReadPipelineConfigRefusesFIFO(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "p.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+// TestStartupPipelineFIFO: the daemon reads its startup pipeline with
+// the watch's reader (New and CheckPipeline alike), so a FIFO in the
+// pipeline file's place is an error at once: os.Open of a FIFO with no
+// writer blocked, and warpflowd hung at start with nothing logged.
+func TestStartupPipelineFIFO(t *testing.T) {
+	cfg, err := LoadConfig("../../cmd/warpflowd/warpflowd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Pipeline = filepath.Join(t.TempDir(), "p.yaml")
+	if err := syscall.Mkfifo(cfg.Pipeline, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := readPipelineConfig(fifo); done <- err }()
+	go func() { done <- CheckPipeline(cfg) }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "read pipeline config: "+fifo+" is not a regular file") {
-			t.Errorf("a FIFO: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO as the startup pipeline: %v", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO as the startup pipeline blocked")
-	}
-	ok := filepath.Join(dir, "ok.yaml")
-	os.WriteFile(ok, []byte("name: x\n"), 0o644)
-	if b, err := readPipelineConfig(ok); err != nil || string(b) != "name: x\n" {
-		t.Errorf("a regular file: %q %v", b, err)
-	}
-	if _, err := readPipelineConfig(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "read pipeline config: ") {
-		t.Errorf("a missing file: %v", err)
 	}
 }
 
