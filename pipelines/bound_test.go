@@ -117,8 +117,19 @@ func TestReadConfigFileReadsOnce(t *testing.T) {
 			f.Close()
 		}
 	}()
-	if data, err := ReadConfigFile(fifo); err != nil || string(data) != "name: f\n" {
-		t.Fatalf("fifo: %q %v", data, err)
+	type result struct {
+		data []byte
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() { d, err := ReadConfigFile(fifo); got <- result{d, err} }()
+	select {
+	case r := <-got:
+		if r.err != nil || string(r.data) != "name: f\n" {
+			t.Fatalf("fifo: %q %v", r.data, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a FIFO with a writer did not finish in 10 s")
 	}
 }
 
