@@ -21,7 +21,7 @@ import (
 // (drop:ct_table_full).
 //
 //	type: conntrack
-//	size: 262144          # flows per worker (1..67108864); ~118 bytes each
+//	size: 262144          # flows per worker (1..67108864); ~123 bytes each
 //	zone: none            # none, or vlan: the outer VLAN id keys flows apart
 //	loose: false          # pick up mid-stream TCP flows (Linux: nf_conntrack_tcp_loose)
 //	checksum: true        # verify IPv4 header and L4 checksums (nf_conntrack_checksum)
@@ -379,29 +379,30 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			next[k] = s.track(b, int(i))
 		}
 	} else {
-		// Software pipelining: while packet k is tracked, the index
-		// line of packet k+ctAheadIndex and the entry of packet
-		// k+ctAheadEntry are on their way (the entry's slot read from
-		// the index line prefetched for it earlier), so that each
-		// packet's two dependent misses overlap the tracking of the
-		// packets before it instead of adding to it.
-		s.hashes(b, idx)
-		n := len(idx)
-		for k := range min(n, ctAheadIndex) {
-			s.prefetchIndex(k)
-		}
-		for k := range min(n, ctAheadEntry) {
-			s.candidate(k)
-		}
-		for k, i := range idx {
-			if j := k + ctAheadIndex; j < n {
-				s.prefetchIndex(j)
+		// Three passes over each chunk of the vector: hash every TCP
+		// and UDP packet and prefetch its index line; read each
+		// packet's slot from its line and prefetch the entry it names;
+		// then track. A lookup in a table of a million flows is two
+		// dependent misses: here the misses of the whole chunk are in
+		// flight together, and the tracking loop finds the entries
+		// come. (Spreading the prefetches over the tracking loop, the
+		// index line 16 packets and the entry 8 ahead of the packet
+		// tracked, was slower in 8 of 8 alternated runs of the
+		// stateful row: BENCHMARKS.md, "A fourth pass".)
+		for len(idx) > 0 {
+			c := min(len(idx), ctChunk)
+			s.hashes(b, idx[:c])
+			for k := range c {
+				s.prefetchIndex(k)
 			}
-			if j := k + ctAheadEntry; j < n {
-				s.candidate(j)
+			for k := range c {
+				s.candidate(k)
 			}
-			s.h, s.slot = s.hint[k], s.cand[k]
-			next[k] = s.track(b, int(i))
+			for k, i := range idx[:c] {
+				s.h, s.slot = s.hint[k], s.cand[k]
+				next[k] = s.track(b, int(i))
+			}
+			idx, next = idx[c:], next[c:]
 		}
 	}
 	if n := t.sweep(ctSweepPerBatch); n > 0 {
@@ -412,16 +413,11 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
-// How many packets ahead of the one tracked the pipelined loop prefetches
-// a packet's index line and its entry: a miss (some 100-250 ns) is
-// covered by the tracking of that many packets before it, and the
-// misses in flight (the index lines of ctAheadIndex packets and the
-// entries of ctAheadEntry) stay within what a core keeps outstanding
-// (10 to 16 lines on current x86 cores).
-const (
-	ctAheadIndex = 16
-	ctAheadEntry = 8
-)
+// ctChunk is how many packets the prefetching passes take at a time:
+// the lines of a chunk (an index line and an entry's two per packet, 12
+// KB) stay in the L1 cache until the tracking loop reads them, and the
+// misses in flight stay within what the core queues, at any batch size.
+const ctChunk = 64
 
 // hashes computes the TCP and UDP packets' tuple hashes into hint (0:
 // none).
@@ -447,8 +443,8 @@ func (s *ctStage) prefetchIndex(j int) {
 	}
 }
 
-// candidate finds packet j's slot in the index (its line prefetched
-// ctAheadIndex-ctAheadEntry packets ago) as the warm pass does, keeps it
+// candidate finds packet j's slot in the index (its line prefetched by
+// the pass before) as the warm pass does, keeps it
 // in cand, and prefetches the entry it names.
 func (s *ctStage) candidate(j int) {
 	s.cand[j] = 0

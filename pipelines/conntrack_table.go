@@ -20,10 +20,15 @@ import (
 // Deleting shifts the following slots back (no tombstones), so a probe
 // ends at the first empty slot and lookups never degrade with churn.
 //
-// Memory per flow: ctEntryBytes (96) + 8*ctIndexSlots(size)/size (21.3),
-// about 118 bytes, at most 128 (TestConntrackBytesPerFlow): the index is
-// sized for a load factor of 3/4 with the table full (two slots per
-// entry).
+// Memory per flow: ctEntryBytes (96) + 8*ctIndexSlots(size)/size (26.7),
+// about 123 bytes, at most 128 (TestConntrackBytesPerFlow): the index is
+// sized for a load factor of 3/5 with the table full (two slots per
+// entry). With a million flows in a table of 2^20 at 3/4 (117.3 bytes
+// per flow), 12.7% of the keys sat beyond their home slot's cache line
+// (the one line prefetched) and 3.8% beyond the 8 slots the prefetching
+// pass reads, a miss in the passes or the tracking loop each; at 3/5,
+// 7.9% and 1.2% (a simulation of the inserts), and the stateful row
+// runs a few ns per packet faster (BENCHMARKS.md, "A fourth pass").
 //
 // Time. Every entry has an expiry on the packets' clock (Meta.Time, ms,
 // wrapping: compared by signed difference). An expired entry is removed
@@ -158,9 +163,9 @@ const ctEvictScan = 8
 const ctSweepPerBatch = 16
 
 // ctIndexSlots returns the index size for a table of size entries: two
-// slots per entry at a load factor of at most 3/4 (any size works: a
+// slots per entry at a load factor of at most 3/5 (any size works: a
 // slot's home is hash*slots>>32, no power of two needed).
-func ctIndexSlots(size int) int { return (size*8 + 2) / 3 }
+func ctIndexSlots(size int) int { return (size*10 + 2) / 3 }
 
 // ctBytesPerFlow is the table memory per flow for a table of size
 // entries: what CONFIG.md and the stats state.

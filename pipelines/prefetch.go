@@ -5,11 +5,10 @@ package pipelines
 // The conntrack stage's prefetches (prefetch_*.s): a hint to the CPU to
 // bring a cache line in, which retires at once. A plain load of the same
 // line would do the fetching too, but it holds up the reorder buffer
-// until its data arrives: spread over the tracking loop, a few hundred
-// instructions after it the core stalls for the rest of the miss, so
-// loads can only overlap misses with each other (the warm pass), never
-// with the tracking of other packets. A prefetch lets a packet's misses
-// run under the tracking of the packets before it.
+// until its data arrives, so loads can only overlap misses with each
+// other (the warm pass), never with the tracking of other packets. A
+// prefetch lets a chunk's misses run together while the passes go on,
+// and under the tracking of the packets before them.
 
 // prefetchSlot prefetches the cache line of index slot *p.
 //

@@ -75,7 +75,7 @@ the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.pn
 	fl.IntVar(&o.TestpmdSeconds, "testpmd-seconds", o.TestpmdSeconds, "each testpmd run's length")
 	fl.IntVar(&o.TestpmdCPUs[1], "testpmd-cpu", o.TestpmdCPUs[1], "testpmd's forwarding lcore")
 	fl.IntVar(&o.TestpmdCPUs[0], "testpmd-main-cpu", o.TestpmdCPUs[0], "testpmd's main lcore")
-	fl.Uint64Var(&o.StatefulFlows, "stateful-flows", o.StatefulFlows, "concurrent flows of the stateful rows (conntrack table of as many, ~118 bytes each; 0: no stateful rows)")
+	fl.Uint64Var(&o.StatefulFlows, "stateful-flows", o.StatefulFlows, "concurrent flows of the stateful rows (conntrack table of as many, ~123 bytes each; 0: no stateful rows)")
 	fl.StringVar(&jsonOut, "json", "", "write the results as JSON to this file")
 	fl.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the in-process rows to this file (go tool pprof)")
 	return cmd
