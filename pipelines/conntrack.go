@@ -385,7 +385,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		// then track. A lookup in a table of a million flows is two
 		// dependent misses: here the misses of the whole chunk are in
 		// flight together, and the tracking loop finds the entries
-		// come. (Spreading the prefetches over the tracking loop, the
+		// in the cache. (Spreading the prefetches over the tracking loop, the
 		// index line 16 packets and the entry 8 ahead of the packet
 		// tracked, was slower in 8 of 8 alternated runs of the
 		// stateful row: BENCHMARKS.md, "A fourth pass".)
@@ -444,8 +444,8 @@ func (s *ctStage) prefetchIndex(j int) {
 }
 
 // candidate finds packet j's slot in the index (its line prefetched by
-// the pass before) as the warm pass does, keeps it
-// in cand, and prefetches the entry it names.
+// the pass before) as the warm pass does, keeps it in cand, and
+// prefetches the entry it names.
 func (s *ctStage) candidate(j int) {
 	s.cand[j] = 0
 	if s.hint[j] == 0 {

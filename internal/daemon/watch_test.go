@@ -31,16 +31,7 @@ func TestReadPipelineFile(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := readPipelineFile(fifo); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("a FIFO: %v", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("reading a FIFO in the pipeline file's place blocked")
-	}
+	wantNotRegular(t, "a FIFO in the pipeline file's place", 2*time.Second, func() error { _, err := readPipelineFile(fifo); return err })
 	if _, err := readPipelineFile(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("a missing file read")
 	}
@@ -62,15 +53,23 @@ func TestStartupPipelineFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(cfg.Pipeline, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	wantNotRegular(t, "a FIFO as the startup pipeline", 5*time.Second, func() error { return CheckPipeline(cfg) })
+}
+
+// wantNotRegular runs read, which reads a FIFO that has no writer, and
+// fails unless it returns the "not a regular file" error within wait
+// (a read that opens the FIFO blocks for ever).
+func wantNotRegular(t *testing.T, what string, wait time.Duration, read func() error) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- CheckPipeline(cfg) }()
+	go func() { done <- read() }()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
-			t.Errorf("a FIFO as the startup pipeline: %v", err)
+			t.Errorf("%s: %v", what, err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("reading a FIFO as the startup pipeline blocked")
+	case <-time.After(wait):
+		t.Fatalf("reading %s blocked", what)
 	}
 }
 
