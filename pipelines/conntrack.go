@@ -429,6 +429,10 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
 			continue
 		}
+		if m.Flags&rings.FlagIPv6 == 0 {
+			s.hint[j] = 1<<32 | uint64(ctHash4(&m.SrcIP, &m.DstIP, m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
+			continue
+		}
 		ctAddrs(m, &k)
 		k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
 		s.hint[j] = 1<<32 | uint64(k.hash())
