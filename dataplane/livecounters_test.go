@@ -210,7 +210,10 @@ func TestTapAcrossSwap(t *testing.T) {
 	ga, ga2 := liveGraph(t, "a", 9, "nine"), liveGraph(t, "a2", 9, "nine")
 	e, outs := newLiveEngine(t, ga, 1<<16, 1<<12, func(o *Options) { o.Timing = false })
 	stop := runLive(t, e)
-	for e.Stats().Received < 2048 {
+	for deadline := time.Now().Add(10 * time.Second); e.Stats().Received < 2048; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of 2048 packets in 10s", e.Stats().Received)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	const count = 60000
@@ -229,8 +232,11 @@ func TestTapAcrossSwap(t *testing.T) {
 			stamps = append(stamps, ts)
 		})
 	}
-	for tap.Taken() < 1000 {
+	for deadline := time.Now().Add(10 * time.Second); tap.Taken() < 1000; {
 		drain()
+		if time.Now().After(deadline) {
+			t.Fatalf("the tap took %d of 1000 before the swap in 10s", tap.Taken())
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	swapAt := time.Now()

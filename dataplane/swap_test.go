@@ -379,7 +379,10 @@ func TestSwapRefused(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.e.RunContext(ctx, nil) }()
-	for r.e.Stats().Received < 4096 {
+	for deadline := time.Now().Add(5 * time.Second); r.e.Stats().Received < 4096; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of 4096 packets in 5s", r.e.Stats().Received)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	for _, tc := range []struct {
@@ -420,7 +423,10 @@ func TestSwapBeforeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- r.e.RunContext(ctx, nil) }()
-	for r.e.Stats().Received < 4096 {
+	for deadline := time.Now().Add(5 * time.Second); r.e.Stats().Received < 4096; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of 4096 packets in 5s", r.e.Stats().Received)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	cancel()

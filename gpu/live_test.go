@@ -498,7 +498,7 @@ workers_per_queue: 0
 				t.Fatalf("the generator sent %d frames, the capture has %d", res.Sent, want.Received)
 			}
 			d.waitFor(t, "stats", 10*time.Second, func(m map[string]any) bool { return num(m, "received") >= want.Received })
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // settle, not a wait for a condition: the last frames through the sink's veth to tcpdump
 			st := d.stop(t)
 			got := sink.finish(t)
 			t.Logf("%s: sent %d, daemon received %d, transmitted %d, dropped %d; sink got %d, replay wrote %d",
@@ -697,7 +697,7 @@ cpus: [%s]
 	wg.Wait()
 	c1, _ := cpuSeconds(d.cmd.Process.Pid)
 	gen1 := linkStats(t, topo.Gen.Namespace, topo.Gen.Name)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // settle, not a wait for a condition: the last frames through the daemon before its final stats
 	st := d.stop(t)
 	var sent uint64
 	var secs float64

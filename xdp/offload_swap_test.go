@@ -308,7 +308,7 @@ func TestLoadRulesSwapNoMix(t *testing.T) {
 	// Many runs per syscall, so that loads (on another thread; the
 	// runtime hands the P over during a long syscall) overlap them.
 	f := udp4Frame(9)
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(2 * time.Second) // bounds the run's length, not a wait: the loads are counted below
 	const repeat = 2000
 	var n int
 	for n = 0; loads.Load() < 300 && time.Now().Before(deadline); n += repeat {

@@ -75,7 +75,8 @@ func fillFrames(t *testing.T, s *Socket, first, n int) {
 }
 
 // receive collects descriptors from s's RX ring until want arrived or
-// two seconds passed, then watches 100ms more for extras.
+// two seconds passed, then watches 100ms more for extras. Not a wait that
+// fails: callers compare the count (one wants none to arrive).
 func receive(t *testing.T, s *Socket, want int) []rings.Desc {
 	t.Helper()
 	var got []rings.Desc
@@ -100,7 +101,7 @@ func receive(t *testing.T, s *Socket, want int) []rings.Desc {
 
 // transmit puts descs on s's TX ring and kicks until every address came
 // back on the completion ring (or two seconds passed); it returns the
-// completed addresses.
+// completed addresses, which callers compare with what they sent.
 func transmit(t *testing.T, s *Socket, descs []rings.Desc) []uint64 {
 	t.Helper()
 	if n := s.TX().Produce(descs); n != len(descs) {

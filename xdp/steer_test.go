@@ -79,7 +79,7 @@ func TestCrossQueueRedirectRefused(t *testing.T) {
 	c0, _ := p.Counters(0)
 	c1, _ := p.Counters(1)
 	t.Logf("redirected crossed: %d on queue 0 (to queue 1's socket), %d on queue 1 (to queue 0's)", c0.Redirected, c1.Redirected)
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // not a wait for a condition: time for frames that must not arrive to do so
 	if n := arrived(); n != 0 {
 		t.Fatalf("%d of %d frames redirected to another queue's socket arrived: this kernel steers across queues now, so the split could run a balance stage (pipelines.BalanceKernelReason is out of date)", n, k)
 	}

@@ -150,8 +150,11 @@ func TestFleetAllStats(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("--all stats: exit %d %s\n%s", code, errOut, out)
 		}
-		if strings.Contains(out, " 3000 ") || time.Now().After(deadline) {
+		if strings.Contains(out, " 3000 ") {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--all stats did not total 3000 received within 5s; last:\n%s", out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -641,7 +641,7 @@ func (s *readmeShell) close(t *testing.T) {
 	s.send("\nexit\n")
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // not a pass: what still runs is signalled, then killed, below
 	}
 	if s.bash != 0 {
 		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {

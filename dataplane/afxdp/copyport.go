@@ -43,7 +43,7 @@ func newCopyPort(name string, uo xdp.UMEMOptions, so xdp.SocketOptions, reason s
 			c.umem.Close()
 		}
 	}()
-	c.arena, err = rings.NewArenaOn(c.umem.Mem(), rings.ArenaOptions{Frames: uo.Frames, FrameSize: uo.FrameSize, Headroom: 256 + uo.Headroom})
+	c.arena, err = rings.NewArenaOn(c.umem.Mem(), rings.ArenaOptions{Frames: uo.Frames, FrameSize: uo.FrameSize, Headroom: c.umem.RXHeadroom()})
 	if err != nil {
 		return nil, err
 	}

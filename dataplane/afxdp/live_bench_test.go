@@ -214,7 +214,10 @@ func TestWaitSleepsWhenIdle(t *testing.T) {
 	}
 	send(t, topo, 100)
 	deadline := time.Now().Add(5 * time.Second)
-	for rx.Places().RX < 100 && time.Now().Before(deadline) {
+	for rx.Places().RX < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 100 frames sent waiting on the RX ring after 5s", rx.Places().RX)
+		}
 		time.Sleep(time.Millisecond)
 	}
 	polls := rx.Counter("polls")

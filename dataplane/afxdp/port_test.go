@@ -178,7 +178,10 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 	const first = 1000 // fewer than the RX ring holds: they wait there
 	send(t, topo, first)
 	deadline := time.Now().Add(5 * time.Second)
-	for rx.Places().RX < first && time.Now().Before(deadline) {
+	for rx.Places().RX < first {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d frames sent waiting on the RX ring after 5s", rx.Places().RX, first)
+		}
 		time.Sleep(time.Millisecond)
 	}
 	check("with frames waiting on the RX ring")

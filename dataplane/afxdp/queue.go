@@ -64,7 +64,7 @@ func NewSharedUMEM(perQueue xdp.UMEMOptions, queues int) (*SharedUMEM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared umem: %w", err)
 	}
-	a, err := rings.NewArenaOn(u.Mem(), rings.ArenaOptions{Frames: o.Frames, FrameSize: o.FrameSize, Headroom: 256 + o.Headroom})
+	a, err := rings.NewArenaOn(u.Mem(), rings.ArenaOptions{Frames: o.Frames, FrameSize: o.FrameSize, Headroom: u.RXHeadroom()})
 	if err == nil {
 		var parts []*rings.Arena
 		if parts, err = a.Split(queues); err == nil {
@@ -117,14 +117,14 @@ func OpenQueue(o QueueOptions) (q *Queue, err error) {
 			return nil, fmt.Errorf("umem for %s queue %d: %w", o.Interface, o.Queue, err)
 		}
 		umem = q.umem
-		// Packets land XDP_PACKET_HEADROOM (256) bytes past the frame
-		// start plus the UMEM's own headroom; the arena's headroom
-		// matches, so a pushed header has the same room as on the
-		// kernel's path.
+		// Packets land RXHeadroom bytes past the frame start
+		// (XDP_PACKET_HEADROOM plus the UMEM's own headroom); the
+		// arena's headroom matches, so a pushed header has the same room
+		// as on the kernel's path.
 		q.arena, err = rings.NewArenaOn(q.umem.Mem(), rings.ArenaOptions{
 			Frames:    o.UMEM.Frames,
 			FrameSize: o.UMEM.FrameSize,
-			Headroom:  256 + o.UMEM.Headroom,
+			Headroom:  q.umem.RXHeadroom(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("arena on the umem of %s queue %d: %w", o.Interface, o.Queue, err)

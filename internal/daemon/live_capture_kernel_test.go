@@ -143,8 +143,11 @@ func TestLiveCaptureSeesKernelDecided(t *testing.T) {
 	}
 	s3 := statsAtRest(t, c, 3*n)
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if ci, _ = c.Capture(ctx); ci.Written >= n || time.Now().After(deadline) {
+		if ci, _ = c.Capture(ctx); ci.Written >= n {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("capture of acl after the swap to k: %d of %d written within 5s: %+v", ci.Written, n, ci)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

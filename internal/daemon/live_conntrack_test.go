@@ -118,7 +118,7 @@ func TestLiveConntrack(t *testing.T) {
 	if got := <-sent; got != n {
 		t.Fatalf("tcpreplay sent %d of %d", got, n)
 	}
-	st := statsAfterReplay(t, c, n)
+	st := statsAfterReplay(t, c, topo, n)
 	// The stateful pipeline asked for a symmetric RSS key on the
 	// receiving veth, which has no RSS: stats says so.
 	if len(st.RSS) == 0 {

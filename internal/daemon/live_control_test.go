@@ -210,7 +210,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	if nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
-	st := statsAfterReplay(t, c, n)
+	st := statsAfterReplay(t, c, topo, n)
 	if st.Generation != 101 || st.Swaps != 100 || st.Pipeline != "a" {
 		t.Fatalf("after 100 swaps: generation %d, swaps %d, pipeline %s", st.Generation, st.Swaps, st.Pipeline)
 	}

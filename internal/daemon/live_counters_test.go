@@ -183,8 +183,11 @@ func TestLiveStageCountersAndCaptureAcrossSwaps(t *testing.T) {
 	var ci control.CaptureInfo
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		ci, _ = c.Capture(ctx)
-		if !ci.Active || time.Now().After(deadline) {
+		if !ci.Active {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the capture did not end within 5s of the swap (count %d): %+v", capCount, ci)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

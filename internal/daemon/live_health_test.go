@@ -76,8 +76,11 @@ workers_per_queue: 0
 	var code int
 	var r control.Readiness
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if code, r = readiness(t, ns, addr); code == 200 || time.Now().After(deadline) {
+		if code, r = readiness(t, ns, addr); code == 200 {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz did not answer 200 within 5s with both queues up: last %d %+v", code, r)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

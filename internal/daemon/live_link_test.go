@@ -106,7 +106,7 @@ func TestLiveTransmitLinkFlap(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("tcpreplay across the flap did not finish within 20s")
 	}
-	st := statsAfterReplay(t, c, 3000)
+	st := statsAfterReplay(t, c, topo, 3000)
 	var linkDown uint64
 	for _, q := range st.Queues {
 		for _, so := range q.Sockets {

@@ -73,7 +73,7 @@ func TestLiveOffloadMatchesReplay(t *testing.T) {
 				t.Fatalf("tcpreplay sent %d, the capture has %d", sent, want.Received)
 			}
 			waitReceived(t, d, uint64(sent))
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // settle, not a wait for a condition: the last frames through the sink's veth to tcpdump
 			if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
 				t.Fatalf("warpflowd exited %d", code)
 			}

@@ -126,7 +126,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	if nsent := <-sent; nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
-	st := statsAfterReplay(t, c, n)
+	st := statsAfterReplay(t, c, topo, n)
 	if st.Generation != swaps+1 || st.Swaps != swaps || st.Pipeline != "k" {
 		t.Fatalf("after %d swaps: generation %d, swaps %d, pipeline %s", swaps, st.Generation, st.Swaps, st.Pipeline)
 	}

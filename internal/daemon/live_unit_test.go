@@ -397,7 +397,7 @@ capture_dir: %s
 		t.Fatalf("tcpreplay sent %d packets, the capture has %d", sent, want.Received)
 	}
 	c := client.New(sock) // root's client: it trusts the daemon's directory by delegation
-	got := statsAfterReplay(t, c, sent)
+	got := statsAfterReplay(t, c, topo, sent)
 	if got.Totals.Received != want.Received || got.Totals.Transmitted != want.Transmitted || got.Totals.Dropped+got.Totals.XDPDropped != want.Dropped {
 		t.Errorf("daemon totals %+v; replay received %d, transmitted %d, dropped %d", got.Totals, want.Received, want.Transmitted, want.Dropped)
 	}

@@ -147,7 +147,7 @@ func TestLiveWatchConfigMapSwap(t *testing.T) {
 	if nsent := <-sent; nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
-	st := statsAfterReplay(t, c, n)
+	st := statsAfterReplay(t, c, topo, n)
 	if st.Generation != swaps+1 || st.Swaps != swaps || st.Pipeline != "a" || st.Watch.Refused != 1 || st.Watch.Swapped != swaps {
 		t.Fatalf("after %d swaps and a refusal: generation %d, swaps %d, pipeline %s, watch %+v", swaps, st.Generation, st.Swaps, st.Pipeline, *st.Watch)
 	}

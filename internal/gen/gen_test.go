@@ -353,7 +353,7 @@ func TestInterfaceDeleted(t *testing.T) {
 			r, err := Run(context.Background(), o)
 			done <- out{r, err}
 		}()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // not a wait for a condition: the run is under way when its interface goes
 		err := lab.Do(topo.Gen.Namespace, func() error {
 			l, err := netlink.LinkByName(topo.Gen.Name)
 			if err != nil {
