@@ -111,6 +111,8 @@ func buildFilter(c *BuildContext) Template {
 			c.Errorf(&o.Rules, "rules: want a list of rules")
 			ok = false
 		} else {
+			rules = make([]filterRule, 0, len(o.Rules.Content))
+			pos = make([]rulePos, 0, len(o.Rules.Content))
 			for _, n := range o.Rules.Content {
 				r, good := parseFilterRule(c, n)
 				ok = ok && good

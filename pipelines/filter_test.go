@@ -3,6 +3,7 @@ package pipelines
 import (
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,5 +374,30 @@ func TestFilterCountersAndAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
 		t.Fatalf("Process allocates %v times per batch", n)
+	}
+}
+
+// TestFilterRuleKeys: the rule decoder's key table matches
+// filterRuleYAML, every key is taken where it lies, a repeated key is an
+// error naming where it first was, and an empty value is an error (not
+// "any").
+func TestFilterRuleKeys(t *testing.T) {
+	if n := reflect.TypeOf(filterRuleYAML{}).NumField(); n != filterRuleKeys || len(filterRuleField) != n {
+		t.Fatalf("filterRuleYAML has %d fields, filterRuleKeys %d, the key table %d", n, filterRuleKeys, len(filterRuleField))
+	}
+	for key := range filterRuleField {
+		_, errs := buildFilterYAML(t, "rules:\n  - {"+key+": x,\n     "+key+": y}\n", true)
+		if !strings.Contains(errs.Error(), `f.yaml:3:6: stage "acl": duplicate key "`+key+`" (first at line 2)`) {
+			t.Errorf("%s twice: %v", key, errs)
+		}
+	}
+	for _, v := range []string{"~", "", "null"} {
+		if _, errs := buildFilterYAML(t, "rules:\n  - {src: "+v+", action: drop}\n", true); errs.Len() == 0 {
+			t.Errorf("src: %q accepted", v)
+		}
+	}
+	_, errs := buildFilterYAML(t, "rules:\n  - {proto: tcp, port: 80, action: drop}\n", true)
+	if !strings.Contains(errs.Error(), `unknown option "port" (known: action, class, ct, ct_dir, dst, dst_port, fragment, proto, src, src_port, tcp_flags, vlan)`) {
+		t.Errorf("unknown key: %v", errs)
 	}
 }

@@ -60,9 +60,10 @@ type StageInfo struct {
 	Counters *counters.Layout
 }
 
-// StageConfig returns stage name's configuration as written, without
-// positions or comments ("" for no such stage and for implicit drops):
-// equally configured stages print the same, and their stage-specific
+// StageConfig returns a print of stage name's configuration as written,
+// without positions or comments ("" for no such stage and for implicit
+// drops): a SHA-256 digest in hex, so only equality means anything.
+// Equally configured stages print the same, and their stage-specific
 // counters (Counter keys) mean the same, which a swap uses to carry them.
 func (g *Graph) StageConfig(name string) string {
 	for i := range g.nodes {

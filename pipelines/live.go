@@ -1,7 +1,10 @@
 package pipelines
 
 import (
-	"strings"
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"sync/atomic"
 
 	"github.com/warpflow/warpflow/counters"
@@ -126,9 +129,20 @@ func (r *Runner) publishLive() {
 
 // configPrint is a stage's configuration as written, without positions
 // or comments: two stages with the same print were configured the same,
-// so their stage-specific counters mean the same across a swap.
+// so their stage-specific counters mean the same across a swap. It is
+// the SHA-256 of the tree's kinds, tags and values in order (hex), not
+// the tree itself: a graph keeps one print per stage for as long as it
+// runs, and a 100,000-rule filter's tree written out is tens of MB.
 func configPrint(n *yaml.Node) string {
-	var b strings.Builder
+	h := sha256.New()
+	w := bufio.NewWriterSize(h, 4096)
+	// Each string goes in after its length, so no choice of bytes in
+	// one can make two different trees print alike.
+	var l [binary.MaxVarintLen64]byte
+	str := func(s string) {
+		w.Write(l[:binary.PutUvarint(l[:], uint64(len(s)))])
+		w.WriteString(s)
+	}
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if n == nil {
@@ -139,22 +153,20 @@ func configPrint(n *yaml.Node) string {
 			// following nested ones is the expansion an alias bomb
 			// counts on. Parse refuses aliases before any tree exists;
 			// a Spec built in code that has one prints its name.
-			b.WriteString("*")
-			b.WriteString(n.Value)
-			b.WriteByte(0)
+			w.WriteByte('*')
+			str(n.Value)
 			return
 		}
-		b.WriteByte(byte('0' + n.Kind))
-		b.WriteString(n.Tag)
-		b.WriteByte(0)
-		b.WriteString(n.Value)
-		b.WriteByte(0)
-		b.WriteByte('(')
+		w.WriteByte(byte('0' + n.Kind))
+		str(n.Tag)
+		str(n.Value)
+		w.WriteByte('(')
 		for _, c := range n.Content {
 			walk(c)
 		}
-		b.WriteByte(')')
+		w.WriteByte(')')
 	}
 	walk(n)
-	return b.String()
+	w.Flush()
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/warpflow/warpflow/internal/yamlbound"
 	"go.yaml.in/yaml/v3"
@@ -172,7 +173,21 @@ func checkNode(n *yaml.Node, t reflect.Type, skip []string, errs *[]strictErr) {
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
+// yamlFields returns the YAML keys of struct type t and their types. It
+// is asked once per mapping checked (a 100,000-rule filter asks 100,000
+// times), so the answer is kept per type; callers must not change it.
 func yamlFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := yamlFieldsCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m, _ := yamlFieldsCache.LoadOrStore(t, yamlFieldsOf(t))
+	return m.(map[string]reflect.Type)
+}
+
+// yamlFieldsCache maps a struct type to its yamlFieldsOf.
+var yamlFieldsCache sync.Map
+
+func yamlFieldsOf(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
