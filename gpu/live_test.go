@@ -44,6 +44,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
 	"github.com/warpflow/warpflow/internal/gen"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/pipelines"
@@ -281,9 +282,10 @@ func runGen(t *testing.T, ctl string, topo *lab.Topology, cpu int, args ...strin
 		return gen.Result{}, err
 	}
 	// Threads made later inherit the mask of their maker: pin every
-	// thread as it appears for the first 300 ms.
+	// thread as it appears for the first 300 ms. Errors are ignored: the
+	// process may exit, or a thread vanish, while we pin.
 	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
-		pinTasks(cmd.Process.Pid, cpu)
+		_ = cpuaffinity.PinProcess(cmd.Process.Pid, cpu)
 		time.Sleep(5 * time.Millisecond)
 	}
 	err := cmd.Wait()
@@ -295,17 +297,6 @@ func runGen(t *testing.T, ctl string, topo *lab.Topology, cpu int, args ...strin
 		return r, fmt.Errorf("warpctl gen: %v\n%s%s", err, out.String(), errb.String())
 	}
 	return r, nil
-}
-
-func pinTasks(pid, cpu int) {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var set unix.CPUSet
-	set.Set(cpu)
-	for _, e := range tasks {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			unix.SchedSetaffinity(tid, &set)
-		}
-	}
 }
 
 // linkStats reads iface's kernel counters in ns.

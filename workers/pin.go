@@ -1,6 +1,10 @@
 package workers
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
+)
 
 // PinCurrentGoroutine locks the calling goroutine to its OS thread and binds
 // that thread to one CPU, for code that runs a pipeline inline (no pool) on
@@ -14,5 +18,21 @@ func PinCurrentGoroutine(cpu int) error {
 		return err
 	}
 	runtime.LockOSThread()
-	return pinThread(cpu)
+	return cpuaffinity.PinThread(cpu)
+}
+
+// validCPUs checks Options.CPUs up front, naming the bad value: pinning
+// must be supported here and every number in cpuaffinity's range.
+// Whether the process may run on them is the kernel's call: pinning
+// reports EINVAL from the worker, and NewPool fails naming the CPU.
+func validCPUs(cpus []int) error {
+	if !cpuaffinity.Supported {
+		return badOption("cpus %v: pinning is not supported on %s", cpus, runtime.GOOS)
+	}
+	for i, c := range cpus {
+		if cpuaffinity.CheckCPU(c) != nil {
+			return badOption("cpus[%d] %d: must be in [0, %d)", i, c, cpuaffinity.MaxCPU)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
 )
 
 // worker is one persistent goroutine's identity and counters. The counters
@@ -48,7 +50,7 @@ func (p *Pool) run(w *worker, started chan<- error) {
 		// runtime destroys the thread instead of reusing its odd affinity.
 	}
 	if w.cpu >= 0 {
-		if err := pinThread(w.cpu); err != nil {
+		if err := cpuaffinity.PinThread(w.cpu); err != nil {
 			started <- fmt.Errorf("worker %d: %w", w.id, err)
 			return
 		}

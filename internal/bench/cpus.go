@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
 )
 
 // ParseCPUList parses a Linux CPU list ("0-3,8,10-11", the format of
@@ -44,23 +46,15 @@ func ParseCPUList(s string) ([]int, error) {
 	return cpus, nil
 }
 
-// allowedCPUs is the process's CPU affinity set, from /proc/self/status;
-// nil where that cannot be read (not Linux).
+// allowedCPUs is the process's CPU affinity set (its main thread's, the
+// set /proc/self/status calls Cpus_allowed_list); nil where that cannot be
+// read (not Linux).
 func allowedCPUs() []int {
-	data, err := os.ReadFile("/proc/self/status")
+	cpus, err := cpuaffinity.TaskCPUs(os.Getpid())
 	if err != nil {
 		return nil
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			cpus, err := ParseCPUList(v)
-			if err != nil {
-				return nil
-			}
-			return cpus
-		}
-	}
-	return nil
+	return cpus
 }
 
 // physicalFirst orders cpus so that one hardware thread of every physical

@@ -20,6 +20,6 @@
 //     the memory is ordinary anonymous memory: correct, just slower.
 //     Where mmap itself fails, Alloc falls back to the Go heap.
 //
-// This package and xdp, gpu and the CPU-affinity helper are where unsafe
+// This package and xdp, gpu and internal/cpuaffinity are where unsafe
 // lives: it turns an mmap'd region into a typed slice.
 package hugemem

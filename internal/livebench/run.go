@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
 	"github.com/warpflow/warpflow/internal/gen"
 	"github.com/warpflow/warpflow/internal/lab"
 )
@@ -199,7 +200,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("dpdk-testpmd: %w (install it as .ci/run does, or pass --testpmd '')", err)
 		}
 	}
-	if err := pinProcess(o.GenCPU); err != nil {
+	if err := cpuaffinity.PinProcess(0, o.GenCPU); err != nil {
 		return Result{}, fmt.Errorf("pin this process to the generator's cpu: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "livebench")
@@ -502,10 +503,10 @@ func (o Options) pinNAPI(before map[int]string) (string, error) {
 		switch {
 		case len(fresh) == 1:
 			pid := fresh[0]
-			if err := pinTask(pid, o.DPCPU); err != nil {
+			if err := cpuaffinity.PinTask(pid, o.DPCPU); err != nil {
 				return "", err
 			}
-			cpus, err := taskCPUs(pid)
+			cpus, err := cpuaffinity.TaskCPUs(pid)
 			if err != nil {
 				return "", err
 			}

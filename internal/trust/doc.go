@@ -37,7 +37,7 @@
 // # Why x/sys/unix and unsafe here
 //
 // The design keeps x/sys/unix and unsafe at the kernel boundary (xdp/,
-// gpu/, the CPU-affinity helper). This package is the control plane's
+// gpu/, internal/cpuaffinity). This package is the control plane's
 // boundary with the kernel's own access checks: openat2 has no syscall
 // package wrapper, and SO_PEERGROUPS returns an array of gid_t that
 // unix.GetsockoptString would cut at the first zero byte, so one raw

@@ -6,24 +6,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 
+	"github.com/warpflow/warpflow/internal/cpuaffinity"
 	"github.com/warpflow/warpflow/rings"
 )
 
 // threadAffinity returns the CPUs the calling thread may run on.
 func threadAffinity(t testing.TB) []int {
-	var m cpuMask
-	_, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(m), uintptr(unsafe.Pointer(&m)))
-	if errno != 0 {
-		t.Errorf("sched_getaffinity: %v", errno)
-		return nil
-	}
-	var cpus []int
-	for c := range maxCPU {
-		if m[c/64]&(1<<(c%64)) != 0 {
-			cpus = append(cpus, c)
-		}
+	cpus, err := cpuaffinity.ThreadCPUs()
+	if err != nil {
+		t.Error(err)
 	}
 	return cpus
 }
@@ -55,7 +47,7 @@ func TestPinning(t *testing.T) {
 
 func TestPinningToForbiddenCPU(t *testing.T) {
 	allowed := threadAffinity(t)
-	bad := maxCPU - 1
+	bad := cpuaffinity.MaxCPU - 1
 	for _, c := range allowed {
 		if c == bad {
 			t.Skip("skipping: this machine allows CPU 4095, so there is no forbidden CPU to try")
