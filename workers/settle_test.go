@@ -2,6 +2,7 @@ package workers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -30,7 +31,11 @@ func TestPoolSettlesDeferredMeta(t *testing.T) {
 		t.Fatal("Pool does not settle deferred metadata")
 	}
 	seq := uint64(0)
+	deadline := time.Now().Add(30 * time.Second)
 	for sent, done := 0, 0; done < 500; {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after 30s waiting for 500 batches to complete: %d sent, %d completed", sent, done)
+		}
 		if sent < 500 {
 			if b, ok := p.Acquire(); ok {
 				b.DeferMeta(true)
