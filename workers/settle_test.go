@@ -31,10 +31,11 @@ func TestPoolSettlesDeferredMeta(t *testing.T) {
 		t.Fatal("Pool does not settle deferred metadata")
 	}
 	seq := uint64(0)
-	deadline := time.Now().Add(30 * time.Second)
+	const wait = 30 * time.Second
+	deadline := time.Now().Add(wait)
 	for sent, done := 0, 0; done < 500; {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up after 30s waiting for 500 batches to complete: %d sent, %d completed", sent, done)
+			t.Fatalf("gave up after %v waiting for 500 batches to complete: %d sent, %d completed", wait, sent, done)
 		}
 		if sent < 500 {
 			if b, ok := p.Acquire(); ok {
