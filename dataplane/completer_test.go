@@ -505,7 +505,7 @@ func TestFrameAccount(t *testing.T) {
 			}()
 			runErr := e.Run(nil)
 			close(stop)
-			wg.Wait()
+			waitGroupWithin(t, &wg, "the frame-account reader to stop after the run", stopDeadline)
 			if runErr != nil {
 				t.Fatalf("reports=%v workers %d: %v", reports, workers, runErr)
 			}

@@ -58,8 +58,9 @@ func runLive(t *testing.T, e *Engine) (stop func() error) {
 	go func() { runErr <- e.RunContext(ctx, nil) }()
 	t.Cleanup(cancel)
 	return func() error {
+		t.Helper()
 		cancel()
-		return <-runErr
+		return recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline)
 	}
 }
 

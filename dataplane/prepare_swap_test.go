@@ -124,7 +124,7 @@ func TestAtTakeUpIsTheBoundary(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 			cancel()
-			if err := <-runErr; err != nil {
+			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := r.e.Report()
@@ -221,7 +221,7 @@ func TestPrepareSwapChangesNothing(t *testing.T) {
 		t.Fatalf("publish of a stale prepared swap: %v", err)
 	}
 	cancel()
-	if err := <-runErr; err != nil {
+	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 		t.Fatal(err)
 	}
 	rep := r.e.Report()
@@ -275,7 +275,7 @@ func TestWaitTakenUpIdle(t *testing.T) {
 	}
 	t.Logf("idle engine took the plan up %v after Publish", at.Sub(published))
 	cancel()
-	if err := <-runErr; err != nil {
+	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 		t.Fatal(err)
 	}
 	// Published on a stopped engine: refused; a plan published and never

@@ -266,7 +266,7 @@ func TestStatefulSwapUnderLoad(t *testing.T) {
 			before := e.Stats().Received
 			waitReceived(t, e, before+uint64(len(convs)*10))
 			cancel()
-			if err := <-runErr; err != nil {
+			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := e.Report()
@@ -401,7 +401,7 @@ func TestFlowsWhileRunning(t *testing.T) {
 				t.Fatal("a query for a stage that does not exist succeeded")
 			}
 			cancel()
-			if err := <-runErr; err != nil {
+			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 				t.Fatal(err)
 			}
 			// After the run: served on the caller's goroutine.

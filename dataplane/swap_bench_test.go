@@ -63,7 +63,7 @@ func newControlRig(b *testing.B, workers int) *controlRig {
 
 func (r *controlRig) stop(b *testing.B) {
 	r.cancel()
-	if err := <-r.done; err != nil {
+	if err := recvWithin(b, r.done, "RunContext to return after cancel", stopDeadline); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -242,10 +242,10 @@ func TestSwapUnderLoad(t *testing.T) {
 				lastRecv = r.e.Stats().Received
 			}
 			cancel()
-			if err := <-runErr; err != nil {
+			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-readerDone; err != nil {
+			if err := recvWithin(t, readerDone, "the stats reader to stop after cancel", stopDeadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := r.e.Report()
@@ -402,7 +402,7 @@ func TestSwapRefused(t *testing.T) {
 		t.Fatalf("after refused swaps: generation %d %q", gen, name)
 	}
 	cancel()
-	if err := <-runErr; err != nil {
+	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 		t.Fatal(err)
 	}
 	rep := r.e.Report()
@@ -430,7 +430,7 @@ func TestSwapBeforeRun(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	cancel()
-	if err := <-runErr; err != nil {
+	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.sa.seqs) != 0 || len(r.sb.seqs) == 0 {

@@ -135,7 +135,7 @@ func TestLiveCountersConcurrentRead(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	wg.Wait()
+	waitGroupWithin(t, &wg, "the live-counter readers to stop", goroutineDeadline)
 	close(errs)
 	for e := range errs {
 		t.Error(e)

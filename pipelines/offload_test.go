@@ -319,9 +319,9 @@ stages:
 	for range 8 {
 		go func() { plans <- g.Offload(OffloadAuto) }()
 	}
-	p := <-plans
-	for range 7 {
-		if q := <-plans; q != p {
+	p := recvWithin(t, plans, "the first of 8 concurrent Offload calls", goroutineDeadline)
+	for i := range 7 {
+		if q := recvWithin(t, plans, fmt.Sprintf("concurrent Offload call %d of 8", i+2), goroutineDeadline); q != p {
 			t.Fatal("concurrent Offload calls returned different plans")
 		}
 	}

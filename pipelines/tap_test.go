@@ -131,11 +131,15 @@ func TestLiveStats(t *testing.T) {
 		}
 	}()
 	var last uint64
+	deadline := time.Now().Add(goroutineDeadline)
 	for running := true; running; {
 		select {
 		case <-done:
 			running = false
 		default:
+			if time.Now().After(deadline) {
+				t.Fatalf("gave up after %v waiting for the processing goroutine's 2000 batches", goroutineDeadline)
+			}
 		}
 		st := r.LiveStats(nil)
 		if st[0].Packets < last {

@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -134,13 +135,16 @@ func TestMPMCStress(t *testing.T) {
 				}
 			}()
 		}
-		prodWG.Wait()
+		// The producers stop on their own once stopAt has passed and each
+		// has sent its share of stressMin; a ring that stopped moving
+		// would keep them spinning.
+		waitGroupWithin(t, &prodWG, fmt.Sprintf("cap %d: the producers to stop", capacity), 30*time.Second)
 		// Producers are done: wait for the consumers to claim what is left.
 		for r.Len() > 0 && time.Now().Before(hardStop) {
 			time.Sleep(time.Millisecond)
 		}
 		close(stop)
-		consWG.Wait()
+		waitGroupWithin(t, &consWG, fmt.Sprintf("cap %d: the consumers to stop after the producers", capacity), 30*time.Second)
 		if r.Len() != 0 {
 			t.Fatalf("cap %d: stuck with %d descriptors in the ring", capacity, r.Len())
 		}

@@ -95,7 +95,7 @@ func TestConcurrentClose(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitGroupWithin(t, &wg, "4 concurrent Close calls to return", 30*time.Second)
 	waitGoroutines(t, base)
 }
 

@@ -109,7 +109,7 @@ func runOrdered(t *testing.T, workers, packets int, separate, lock bool) {
 				runtime.Gosched()
 			}
 		}
-		wg.Wait()
+		waitGroupWithin(t, &wg, "the producer goroutine to stop", 30*time.Second)
 	} else {
 		for want < uint64(packets) && time.Now().Before(deadline) {
 			if !produce() && !consume() {
@@ -159,9 +159,15 @@ func TestOrderPreserved(t *testing.T) {
 
 func TestBackPressure(t *testing.T) {
 	block := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(block) })
 	o := testOptions(t, 1)
 	o.Slots = 2
 	p := newTestPool(t, o, []Kernel{kernelFunc(func(*rings.Batch) { <-block })})
+	// The kernel's receive is not the test's wait: it holds the worker
+	// until the test unblocks it. Registered after newTestPool, this
+	// cleanup runs before p.Close, so a test that fails while the worker
+	// is held still ends instead of hanging in Close.
+	t.Cleanup(unblock)
 	for i := range 2 {
 		if _, ok := p.Acquire(); !ok {
 			t.Fatalf("Acquire %d: slot not free", i)
@@ -177,7 +183,7 @@ func TestBackPressure(t *testing.T) {
 	if _, ok := p.Completed(); ok {
 		t.Fatal("Completed returned a batch the kernel has not finished")
 	}
-	close(block)
+	unblock()
 	drainOne(t, p, nil)
 	if _, ok := p.Acquire(); !ok {
 		t.Fatal("Acquire after Release: slot not free")
@@ -234,20 +240,39 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
+	// Each handoff has handoffDeadline to finish. The spins below read
+	// the clock every 256 turns (time.Now does not allocate) and, past the
+	// deadline, record what they waited for in stuck (a constant: no
+	// allocation) and return; every later step returns at once, and the
+	// test fails after AllocsPerRun returns, before its count is trusted.
+	const handoffDeadline = 30 * time.Second
 	for _, workers := range []int{1, 2} {
 		p := newTestPool(t, testOptions(t, workers), kernelsOf(workers, func(int) Kernel { return markKernel{} }))
+		var stuck string
 		step := func() {
-			for {
+			if stuck != "" {
+				return
+			}
+			start := time.Now()
+			for i := 1; ; i++ {
 				if b, ok := p.Acquire(); ok {
 					b.SetLen(testBatchCap)
 					p.Submit()
 					break
 				}
+				if i%256 == 0 && time.Since(start) > handoffDeadline {
+					stuck = "a free slot to Acquire"
+					return
+				}
 				runtime.Gosched()
 			}
-			for {
+			for i := 1; ; i++ {
 				if _, ok := p.Completed(); ok {
 					p.Release()
+					return
+				}
+				if i%256 == 0 && time.Since(start) > handoffDeadline {
+					stuck = "the submitted batch to complete"
 					return
 				}
 				runtime.Gosched()
@@ -256,7 +281,11 @@ func TestSteadyStateAllocs(t *testing.T) {
 		for range 100 {
 			step()
 		}
-		if a := testing.AllocsPerRun(2000, step); a != 0 {
+		a := testing.AllocsPerRun(2000, step)
+		if stuck != "" {
+			t.Fatalf("%d workers: gave up after %v waiting for %s", workers, handoffDeadline, stuck)
+		}
+		if a != 0 {
 			t.Errorf("%d workers: %v allocs per batch handoff, want 0", workers, a)
 		}
 	}

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -30,7 +31,12 @@ func TestPoolSettlesDeferredMeta(t *testing.T) {
 		t.Fatal("Pool does not settle deferred metadata")
 	}
 	seq := uint64(0)
+	const wait = 30 * time.Second
+	deadline := time.Now().Add(wait)
 	for sent, done := 0, 0; done < 500; {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for 500 batches to complete: %d sent, %d completed", wait, sent, done)
+		}
 		if sent < 500 {
 			if b, ok := p.Acquire(); ok {
 				b.DeferMeta(true)

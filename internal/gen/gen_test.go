@@ -243,6 +243,7 @@ func TestFlowsArrive(t *testing.T) {
 		if err != nil || res.Sent != flows*per {
 			t.Fatalf("%s: sent %d, %v", e, res.Sent, err)
 		}
+		// Bounded without a select: the reader's 5 s read deadline ends it.
 		if err := <-rerr; err != nil {
 			t.Fatalf("%s: received %v: %v", e, seen, err)
 		}

@@ -35,7 +35,12 @@ func runRecorded(t *testing.T, ex workers.Executor, cfg Config) string {
 		defer close(done)
 		Run(r, ex, cfg)
 	}()
-	<-done
+	const d = 30 * time.Second
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("gave up after %v waiting for the harness's Run to return", d)
+	}
 	return r.msg
 }
 
