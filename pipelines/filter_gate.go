@@ -29,7 +29,7 @@ const (
 	maxGates = 3
 	// maxGateFill is the largest share of a dimension's values a gate may
 	// let through; a looser one rejects too little to pay for its load.
-	// gateable and tightestGateDim (filter_build.go) predict buildGates
+	// gateable and tightestGateDim (filter_group.go) predict buildGates
 	// with it.
 	maxGateFill = 0.5
 )
