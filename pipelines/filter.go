@@ -55,31 +55,8 @@ import (
 // read-only by every worker; each worker's instance keeps plain per-rule
 // hit counters.
 //
-// Measured on the shared, loaded 2-core dev box (AMD EPYC; the gopacket
-// decode baseline read 115-150 ns there against ~58 ns quiet, so absolute
-// figures are roughly 2x inflated), base = the classifier without gates,
-// same binary otherwise, per packet, 3 runs each:
-//
-//	go test ./pipelines -run '^$' -bench 'BenchmarkFilter$|BenchmarkFilterMiss' -benchtime 3000x -count 3
-//
-//	                                        without gates   with gates
-//	half hits (BenchmarkFilter)  10 rules     60-70 ns       49-69 ns
-//	                           1000 rules    202-241 ns      89-94 ns
-//	                          10000 rules    232-278 ns     102-112 ns
-//	all miss, bench-shaped     1000 rules     69-71 ns       39-40 ns
-//	                          10000 rules     92-112 ns      50-79 ns
-//	all miss, realistic        1000 rules    140-148 ns      56-60 ns
-//	                          10000 rules    168-216 ns      45-49 ns
-//
-// (the linear oracle: ~15 us at 1000 rules, ~200 us at 10 000), with 0
-// allocations. Pre-gates, measured later the same way (4 runs each,
-// interleaved, the box busier still): all miss, bench-shaped 1000 rules
-// 23-26 ns without, 18-30 ns (median 21) with; realistic 1000 rules 37-62
-// ns without, 17-35 ns with; 10 000 realistic 33-63 ns, 24-35 ns with;
-// half hits unchanged. A missing packet walks no tree (TestFilterGatesSkipMisses).
-// Building the 10 000 realistic rules takes about 0.1 s and 31 MB of
-// garbage (BenchmarkFilterBuild); the result holds about 1.2 MB, of which
-// 42 KiB of gate bitmaps (at most 3 of 8 KiB per tree).
+// What the gates and pre-gates save, and what a build costs:
+// BENCHMARKS.md, "The filter's gates and pre-gates".
 var filterKind = Kind{Name: "filter", Build: buildFilter, Counters: []counters.Decl{filterRuleDecl}}
 
 // filterRuleDecl is a filter's one family of counters: its hits per rule,
