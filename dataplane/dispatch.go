@@ -162,6 +162,28 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 	e.recycle = append(e.recycle, list[n:]...)
 }
 
+// receive asks the input port for packets, appended to b: the one place
+// frames pass from the input port to the engine. It stamps the batch with
+// the clock when the plan wants one (one clock read per call), counts the
+// frames now in the engine and, in the accounting mode, moves them to the
+// engine's place, returning a tracking error as the call's when the port
+// had none (the I/O loops stop on it).
+func (e *Engine) receive(b *rings.Batch, clock bool) (int, error) {
+	had := b.Len()
+	if clock {
+		b.SetTime(clockMS())
+	}
+	n, err := e.in.Receive(b)
+	e.inEngine += b.Len() - had
+	if e.tracker != nil {
+		e.trackReceived(b, had)
+		if e.trackErr != nil && err == nil {
+			err = e.trackErr
+		}
+	}
+	return n, err
+}
+
 // recycleFrames gives frames the engine is done with back to the input port.
 func (e *Engine) recycleFrames(descs []rings.Desc) {
 	if e.tracker != nil {

@@ -505,16 +505,9 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		}
 		worked := e.holds && e.pollCompletions() // a call only with a Completer
 		b.Clear()
-		if p.clock {
-			b.SetTime(clockMS())
-		}
-		n, err := e.in.Receive(b)
-		e.inEngine += b.Len()
-		if e.tracker != nil {
-			e.trackReceived(b, 0)
-			if e.trackErr != nil {
-				return e.trackErr
-			}
+		n, err := e.receive(b, p.clock)
+		if e.trackErr != nil {
+			return e.trackErr
 		}
 		if n > 0 {
 			r.Process(b)
@@ -613,18 +606,7 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 				}
 			}
 			if cur != nil && !repool {
-				had := cur.Len()
-				if e.cur.clock {
-					cur.SetTime(clockMS()) // one clock read per receive call
-				}
-				n, err := e.in.Receive(cur)
-				e.inEngine += cur.Len() - had
-				if e.tracker != nil {
-					e.trackReceived(cur, had)
-					if e.trackErr != nil && err == nil {
-						err = e.trackErr
-					}
-				}
+				n, err := e.receive(cur, e.cur.clock)
 				if err != nil {
 					inErr = err
 				}

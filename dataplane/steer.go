@@ -184,18 +184,8 @@ func (e *Engine) runSteered(done <-chan struct{}, progress Progress) error {
 func (e *Engine) steerReceive(st *steerer) (int, error) {
 	b := st.stage
 	b.Clear()
-	if e.cur.clock {
-		b.SetTime(clockMS())
-	}
-	n, err := e.in.Receive(b)
+	n, err := e.receive(b, e.cur.clock)
 	got := b.Len()
-	e.inEngine += got
-	if e.tracker != nil {
-		e.trackReceived(b, 0)
-		if e.trackErr != nil && err == nil {
-			err = e.trackErr
-		}
-	}
 	if got > 0 {
 		steer := e.cur.steer
 		for i := range got {
