@@ -398,8 +398,13 @@ func transient(e unix.Errno) bool {
 // KickTX tells the kernel to send what is on the TX ring: a non-blocking
 // sendto, made only when the kernel set need_wakeup on the TX ring (always
 // when the socket was bound without need-wakeup). EAGAIN, EBUSY, ENOBUFS
-// and EINTR are not errors: the kernel is busy and keeps going. While the
-// interface is down the error wraps ErrLinkDown. It does not allocate.
+// and EINTR are not errors. In zero-copy mode the driver's NAPI keeps
+// sending after the call; in copy mode the kernel sends inside the call,
+// at most its TX budget (32 frames unless raised, SetTXBudget), and EAGAIN
+// means frames were left on the ring that only another kick sends (the
+// callers kick again: afxdp's Port on every Complete, CopyPort until its
+// ring is empty). While the interface is down the error wraps
+// ErrLinkDown. It does not allocate.
 func (s *Socket) KickTX() error {
 	if s.tx == nil {
 		return nil

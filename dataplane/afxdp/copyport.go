@@ -89,7 +89,48 @@ func (c *CopyPort) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
 		c.arena.Free(d.Addr)
 	}
 	c.copied.Add(uint64(sent))
+	if err == nil {
+		err = c.flush()
+	}
 	return sent, err
+}
+
+// copyModeTXBudget is how many frames one sendto on a copy-mode socket
+// sends at most by default (the kernel's TX_BATCH_SIZE; a socket may raise
+// it with XDP_MAX_TX_SKB_BUDGET, Linux 6.17+, never lower it).
+const copyModeTXBudget = 32
+
+// flush sends what Transmit left on the TX ring of a copy-mode socket. There
+// the kernel sends inside the kick's sendto, synchronously, and at most a
+// budget of frames per call (copyModeTXBudget), returning EAGAIN with the
+// rest still on the ring; it also publishes its consumer index only when it
+// finds the ring empty, so the index does not show a partial send. A
+// sharing Port is kicked again by every Complete the engine polls, but the
+// engine never polls a CopyPort (it is no Completer), so without this the
+// tail of a burst larger than the budget stayed on the ring, counted as
+// transmitted, until the next Transmit: for good when none came before the
+// daemon stopped. flush kicks (taking back completions between kicks, so
+// the completion ring has room) until the ring is seen empty or as many
+// kicks as the frames on it need at the default budget, and one more, were
+// made: a ring still not empty then (the device refused frames, or the
+// completion ring is full) waits for the next Transmit. A zero-copy
+// socket's driver sends from its own NAPI after one kick: nothing to do.
+func (c *CopyPort) flush() error {
+	if c.inner.sock.Bound() != xdp.BindCopy {
+		return nil
+	}
+	tx := c.inner.sock.TX()
+	pending := int(tx.Producer() - tx.Consumer())
+	for kicks := 0; pending > 0 && kicks <= pending/copyModeTXBudget; kicks++ {
+		if err := c.inner.kick(); err != nil {
+			return err
+		}
+		c.reclaim()
+		if tx.Producer() == tx.Consumer() {
+			return nil
+		}
+	}
+	return nil
 }
 
 // reclaim returns completed frames to the port's own free stack.

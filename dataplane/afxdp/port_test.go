@@ -32,6 +32,13 @@ func requireRoot(t testing.TB) {
 // redirect program to dp0 and opens queue 0 of dp0 with dp1 as an output.
 func labQueue(t testing.TB, frames int) (*lab.Topology, *afxdp.Queue) {
 	t.Helper()
+	return labQueueOpts(t, frames, false)
+}
+
+// labQueueOpts is labQueue; txCopy forces dp1's output to copy (a
+// CopyPort, as when the kernel refuses to share the UMEM).
+func labQueueOpts(t testing.TB, frames int, txCopy bool) (*lab.Topology, *afxdp.Queue) {
+	t.Helper()
 	requireRoot(t)
 	var b [3]byte
 	rand.Read(b[:])
@@ -60,8 +67,9 @@ func labQueue(t testing.TB, frames int) (*lab.Topology, *afxdp.Queue) {
 		so.FillSize, so.RXSize = 4096, 4096
 		q, err = afxdp.OpenQueue(afxdp.QueueOptions{
 			Interface: topo.DP0.Name, Queue: 0, Outputs: []string{topo.DP1.Name},
-			UMEM:   xdp.UMEMOptions{Frames: frames, FrameSize: 4096},
-			Socket: so,
+			UMEM:        xdp.UMEMOptions{Frames: frames, FrameSize: 4096},
+			Socket:      so,
+			ForceTXCopy: txCopy,
 		})
 		if err != nil {
 			prog.Close()
@@ -248,6 +256,63 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 	}
 	if sent, done := tx.Counter("tx"), tx.Counter("completions"); sent != done || sent != uint64(transmitted) {
 		t.Errorf("tx counters: tx %d, completions %d; transmitted %d", sent, done, transmitted)
+	}
+}
+
+// TestCopyPortSendsWholeBatch: one Transmit on a copying output puts every
+// packet it accepts on the wire, with no later call to push the rest. A
+// copy-mode socket's sendto sends 32 frames at most (the kernel's default
+// budget) and leaves the rest on the TX ring, and the engine never polls a
+// CopyPort between batches: before CopyPort kicked until its ring was
+// empty, the last batch's frames beyond the 32nd stayed there, counted as
+// transmitted, and a daemon stopped after a burst never sent them
+// (TestLiveForwardMatchesReplay/copying_output under load, where a
+// descheduled daemon takes 64-packet batches).
+func TestCopyPortSendsWholeBatch(t *testing.T) {
+	const n = 200 // several times the kernel's budget per sendto
+	topo, q := labQueueOpts(t, 4096, true)
+	rx := q.RX()
+	out, ok := q.Output(topo.DP1.Name).(*afxdp.CopyPort)
+	if !ok {
+		t.Fatalf("dp1's output is %T, want the forced *afxdp.CopyPort", q.Output(topo.DP1.Name))
+	}
+	arena := q.Arena()
+	b := rings.NewBatch(rings.MaxBatch, arena)
+	if _, err := rx.Receive(b); err != nil { // fills the fill ring
+		t.Fatalf("receive: %v", err)
+	}
+	send(t, topo, n)
+	deadline := time.Now().Add(5 * time.Second)
+	for rx.Places().RX < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d frames sent waiting on the RX ring after 5s", rx.Places().RX, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Clear()
+	got, err := rx.Receive(b)
+	if err != nil || got != n {
+		t.Fatalf("receive: %d frames, %v; want %d at once", got, err, n)
+	}
+	before := sinkRX(t, topo)
+	sent, err := out.Transmit(arena, b.Descs)
+	if err != nil || sent != n {
+		t.Fatalf("transmit: %d of %d, %v", sent, n, err)
+	}
+	rx.Recycle(b.Descs) // copied: the engine's frames are free again
+	// Nothing more is called on the port: what it accepted must reach the
+	// sink on its own. (The sink's counter moves within microseconds of
+	// the send; the deadline is for a loaded machine.)
+	var arrived uint64
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if arrived = sinkRX(t, topo) - before; arrived >= n {
+			break
+		}
+	}
+	tx := out.Port()
+	if arrived != n || out.Copied() != n || tx.Counter("tx") != n {
+		t.Fatalf("one Transmit of %d on the copying port: the sink received %d within 2s (copied %d, port tx %d, kicks %d)",
+			n, arrived, out.Copied(), tx.Counter("tx"), tx.Counter("kicks"))
 	}
 }
 
