@@ -663,7 +663,7 @@ func (s *readmeShell) close(t *testing.T) {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
 		s.cmd.Process.Kill()
-		<-s.done
+		recvWithin(t, s.done, "the README's shell to exit after SIGKILL", waitDeadline)
 	}
 }
 
