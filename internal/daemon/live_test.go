@@ -201,7 +201,7 @@ func watchDaemon(t *testing.T, cmd *exec.Cmd) *daemonProc {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			<-d.done
+			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 		if t.Failed() {
 			t.Logf("warpflowd log:\n%s", d.log())
@@ -318,6 +318,7 @@ stats_interval: 0s
 // sinkCapture runs tcpdump on the sink's interface until stopped.
 type sinkCapture struct {
 	cmd    *exec.Cmd
+	exited <-chan struct{} // closed once tcpdump's stderr was read to its end and cmd.Wait returned
 	file   string
 	mu     sync.Mutex
 	stderr strings.Builder
@@ -337,14 +338,17 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{}) // closed by the stderr reader below, once it read all and Wait returned
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			cmd.Process.Kill()
-			cmd.Wait()
+			recvWithin(t, exited, "tcpdump at the sink to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 	})
 	ready := make(chan struct{})
-	s := &sinkCapture{cmd: cmd, file: file}
+	s := &sinkCapture{cmd: cmd, exited: exited, file: file}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		once := false
@@ -357,6 +361,10 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 				close(ready)
 			}
 		}
+		// Wait only after the last line was read: Wait closes the pipe,
+		// and stop reads tcpdump's drop count from those lines.
+		cmd.Wait()
+		close(exited)
 	}()
 	select {
 	case <-ready:
@@ -382,7 +390,7 @@ var tcpdumpDropped = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
 func (s *sinkCapture) stop(t *testing.T) [][]byte {
 	t.Helper()
 	s.cmd.Process.Signal(syscall.SIGINT)
-	s.cmd.Wait()
+	recvWithin(t, s.exited, "tcpdump at the sink to exit after SIGINT", waitDeadline)
 	s.mu.Lock()
 	m := tcpdumpDropped.FindStringSubmatch(s.stderr.String())
 	s.mu.Unlock()
