@@ -310,7 +310,7 @@ func startSeqSender(t *testing.T, topo *lab.Topology, pps float64, max uint64) *
 		if s.stop.CompareAndSwap(false, true) {
 			recvWithin(t, s.done, "the sequence sender to stop (cleanup)", waitDeadline)
 		}
-		syscall.Close(s.fd)
+		syscall.Close(s.fd) // not reached when the wait gave up: the sender may still use it
 	})
 	return s
 }

@@ -199,12 +199,14 @@ func watchDaemon(t *testing.T, cmd *exec.Cmd) *daemonProc {
 		d.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
+		defer func() { // also when the wait below gives up (Fatalf)
+			if t.Failed() {
+				t.Logf("warpflowd log:\n%s", d.log())
+			}
+		}()
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
 			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
-		}
-		if t.Failed() {
-			t.Logf("warpflowd log:\n%s", d.log())
 		}
 	})
 	return d
