@@ -142,7 +142,10 @@ func benchEngines(t *testing.T, g *pipelines.Graph, r benchRow, packets int, are
 			errs[i] = u.eng.Run(nil)
 		}()
 	}
-	wg.Wait()
+	// Bounded by the packet count at a floor rate of 100 kpps, far below
+	// any engine's; the waiting goroutine and its timer cost nothing
+	// against a run of seconds.
+	waitGroupWithin(t, &wg, fmt.Sprintf("%d engines to replay %d packets", len(units), packets), waitDeadline+time.Duration(packets)*10*time.Microsecond)
 	wall := time.Since(t0)
 	cores := float64(procCPU(t)-c0) / float64(wall)
 	var run benchRun

@@ -151,7 +151,7 @@ func startLiveDaemon(t *testing.T, topo *lab.Topology, bin, cfg string) *liveDae
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			<-d.done
+			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 	})
 	return d
@@ -403,7 +403,9 @@ func withVLAN(frame, oob []byte) []byte {
 func (s *sinkCapture) finish(t *testing.T) [][]byte {
 	t.Helper()
 	close(s.stop)
-	if err := <-s.done; err != nil {
+	// The reader sees stop between reads, each bounded by the socket's
+	// 50 ms receive timeout.
+	if err := recvWithin(t, s.done, "the sink capture's reader to stop", waitDeadline); err != nil {
 		t.Fatalf("sink capture: %v", err)
 	}
 	return s.frames
@@ -685,7 +687,9 @@ cpus: [%s]
 			results[i], errs[i] = runGen(t, ctl, topo, cpu, "--count", "2000000000", "--duration", window.String())
 		}()
 	}
-	wg.Wait()
+	// Each generator ends by its --duration; a generator that does not
+	// is left running when this fails.
+	waitGroupWithin(t, &wg, fmt.Sprintf("%d generators of a %v window to return", q, window), window+waitDeadline)
 	c1, _ := cpuSeconds(d.cmd.Process.Pid)
 	gen1 := linkStats(t, topo.Gen.Namespace, topo.Gen.Name)
 	time.Sleep(100 * time.Millisecond) // settle, not a wait for a condition: the last frames through the daemon before its final stats

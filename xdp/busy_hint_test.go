@@ -88,7 +88,7 @@ func TestBusyHintWorksFromTheHost(t *testing.T) {
 		}
 		out <- err
 	}()
-	if err := <-out; err != nil {
+	if err := recvWithin(t, out, "the hint's command in the host's namespace", waitDeadline); err != nil {
 		t.Fatalf("%s from the host's namespace: %v", want, err)
 	}
 	p, err := LoadProgram(ProgramOptions{Interface: "wfhint0"})

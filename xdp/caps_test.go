@@ -17,8 +17,10 @@ import (
 // calling thread's, so this is how a root test loads a program as a
 // daemon holding only its unit's capabilities would. The thread is never
 // unlocked: the runtime ends it with the goroutine, so the reduced
-// credentials are never reused.
-func withCaps(caps []uintptr, f func() error) error {
+// credentials are never reused. t fails if f has not returned within
+// waitDeadline.
+func withCaps(t testing.TB, caps []uintptr, f func() error) error {
+	t.Helper()
 	res := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with us
@@ -39,7 +41,7 @@ func withCaps(caps []uintptr, f func() error) error {
 		}
 		res <- f()
 	}()
-	return <-res
+	return recvWithin(t, res, "a call on a thread with reduced capabilities", waitDeadline)
 }
 
 // TestProgramsLoadWithoutPerfmon: the XDP programs load with CAP_BPF and
@@ -60,7 +62,7 @@ func TestProgramsLoadWithoutPerfmon(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = withCaps([]uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() error {
+			err = withCaps(t, []uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() error {
 				coll, err := ebpf.NewCollection(spec)
 				if err != nil {
 					return err
@@ -82,7 +84,7 @@ func TestProgramsLoadWithoutPerfmon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = withCaps([]uintptr{unix.CAP_NET_ADMIN}, func() error {
+	err = withCaps(t, []uintptr{unix.CAP_NET_ADMIN}, func() error {
 		coll, err := ebpf.NewCollection(spec)
 		if err == nil {
 			coll.Close()
@@ -142,7 +144,7 @@ func TestSteerOnlyWithoutRuleHelpers(t *testing.T) {
 	requireRoot(t)
 	inNewNetns(t)
 	var p *Program
-	err := withCaps([]uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() (err error) {
+	err := withCaps(t, []uintptr{unix.CAP_BPF, unix.CAP_NET_ADMIN}, func() (err error) {
 		p, err = loadProgram(ProgramOptions{Interface: "lo", Attach: AttachGeneric, Queues: 1}, wrapNotSupported("test: no helpers"))
 		return err
 	})

@@ -63,7 +63,11 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	exited := waitInBackground(cmd)
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		recvWithin(t, exited, "the attaching child to exit after SIGKILL (cleanup)", waitDeadline)
+	})
 	ready := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(out).ReadString('\n')
@@ -83,7 +87,7 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	recvWithin(t, exited, "the attaching child to exit after SIGKILL", waitDeadline)
 	start := time.Now()
 	for hasXDP(t, v.name) && time.Since(start) < time.Second {
 		time.Sleep(10 * time.Millisecond)

@@ -220,7 +220,7 @@ func TestStageRules(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- s.Activate() }()
 	}
-	wg.Wait()
+	waitGroupWithin(t, &wg, "8 concurrent Activate calls to return", waitDeadline)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -317,7 +317,7 @@ func TestLoadRulesSwapNoMix(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	wg.Wait()
+	waitGroupWithin(t, &wg, "the rule loader to stop after its current load", waitDeadline)
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -293,10 +294,12 @@ func TestRingStress(t *testing.T) {
 		f, r := newFake(size, 8, true)
 		fill := newAddrRing(r, unsafe.Pointer(&f.slots[0]))
 		slots := unsafe.Slice((*uint64)(unsafe.Pointer(&f.slots[0])), size)
+		var quit atomic.Bool // the test gave up: the fake kernel stops too
+		defer quit.Store(true)
 		errc := make(chan error, 1)
 		go func() { // kernel consumer
 			next := uint64(0)
-			for next < total {
+			for next < total && !quit.Load() {
 				prod := atomic.LoadUint32(&f.idx[0])
 				cons := atomic.LoadUint32(&f.idx[1])
 				for ; cons != prod; cons++ {
@@ -311,14 +314,19 @@ func TestRingStress(t *testing.T) {
 			errc <- nil
 		}()
 		buf := make([]uint64, 7)
-		for v := uint64(0); v < total; {
-			k := 0
-			for ; k < len(buf) && v+uint64(k) < total; k++ {
-				buf[k] = v + uint64(k)
+		deadline := time.Now().Add(waitDeadline)
+		for v, k := uint64(0), 0; v < total; k++ {
+			// A ring whose consumer stopped would keep us spinning here.
+			if k%256 == 0 && time.Now().After(deadline) {
+				t.Fatalf("gave up after %v producing: %d of %d addresses taken by the fake kernel", waitDeadline, v, total)
 			}
-			v += uint64(fill.ProduceAddrs(buf[:k]))
+			n := 0
+			for ; n < len(buf) && v+uint64(n) < total; n++ {
+				buf[n] = v + uint64(n)
+			}
+			v += uint64(fill.ProduceAddrs(buf[:n]))
 		}
-		if err := <-errc; err != nil {
+		if err := recvWithin(t, errc, "the fake kernel to read every address", waitDeadline); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -326,8 +334,10 @@ func TestRingStress(t *testing.T) {
 		f, r := newFake(size, 16, false)
 		rx := newDescRing(r, unsafe.Pointer(&f.slots[0]))
 		slots := unsafe.Slice((*unix.XDPDesc)(unsafe.Pointer(&f.slots[0])), size)
+		var quit atomic.Bool // the test gave up: the fake kernel stops too
+		defer quit.Store(true)
 		go func() { // kernel producer
-			for v := uint64(0); v < total; {
+			for v := uint64(0); v < total && !quit.Load(); {
 				prod := atomic.LoadUint32(&f.idx[0])
 				cons := atomic.LoadUint32(&f.idx[1])
 				for ; prod-cons < size && v < total; prod++ {
@@ -338,7 +348,12 @@ func TestRingStress(t *testing.T) {
 			}
 		}()
 		buf := make([]rings.Desc, 5)
-		for next := uint64(0); next < total; {
+		deadline := time.Now().Add(waitDeadline)
+		for next, k := uint64(0), 0; next < total; k++ {
+			// A ring whose producer stopped would keep us spinning here.
+			if k%256 == 0 && time.Now().After(deadline) {
+				t.Fatalf("gave up after %v consuming: %d of %d descriptors from the fake kernel", waitDeadline, next, total)
+			}
 			n := rx.Consume(buf)
 			for _, d := range buf[:n] {
 				if d.Addr != next || d.Len != uint32(next) {

@@ -55,7 +55,7 @@ stats_interval: 0s
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			d.cmd.Process.Kill()
-			<-d.done
+			recvWithin(t, d.done, "warpflowd "+name+" to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 	})
 	running := make(chan struct{})

@@ -360,8 +360,8 @@ func TestREADMECommands(t *testing.T) {
 	dir := copyCheckout(t)
 	sh := startREADMEShell(t, dir)
 	t.Cleanup(func() {
+		defer cleanREADME(t, made) // also when close gives up (Fatalf)
 		sh.close(t)
-		cleanREADME(t, made)
 	})
 	for _, b := range blocks {
 		for _, c := range b.cmds {
@@ -663,7 +663,7 @@ func (s *readmeShell) close(t *testing.T) {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
 		s.cmd.Process.Kill()
-		<-s.done
+		recvWithin(t, s.done, "the README's shell to exit after SIGKILL", waitDeadline)
 	}
 }
 

@@ -240,7 +240,7 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 		}
 	}
 	close(stop)
-	if err := <-genErr; err != nil {
+	if err := recvWithin(t, genErr, "the chunked generator to return after stop", waitDeadline); err != nil {
 		t.Fatal(err)
 	}
 	if received != first+second {

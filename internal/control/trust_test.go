@@ -340,7 +340,7 @@ func TestClientRefusesForeignServer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer killWithin(t, cmd, "the listener as uid "+strconv.Itoa(uid), waitDeadline)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		s := out.String()

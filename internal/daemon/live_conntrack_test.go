@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -115,7 +116,7 @@ func TestLiveConntrack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := <-sent; got != n {
+	if got := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 10 kpps", n), replayWithin(n, 10000)); got != n {
 		t.Fatalf("tcpreplay sent %d of %d", got, n)
 	}
 	st := statsAfterReplay(t, c, topo, n)

@@ -206,7 +206,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	if s.Totals.Received >= n {
 		t.Fatalf("the traffic ended before the 100th swap (%d received): the swaps were not under load", s.Totals.Received)
 	}
-	nsent := <-sent
+	nsent := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 20 kpps", n), replayWithin(n, 20000))
 	if nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}

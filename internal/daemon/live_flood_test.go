@@ -107,7 +107,7 @@ func runFloodPhase(t *testing.T, topo *lab.Topology, pipeline, name, mode string
 	}
 	res := runGen(t, name, topo, flows, srcPort, rate, d)
 	if stalled != nil {
-		<-stalled
+		<-stalled // not a wait for a condition: the goroutine sleeps a fixed time, then signals
 		dm.cmd.Process.Signal(syscall.SIGTERM)
 		dm.cmd.Process.Signal(syscall.SIGCONT)
 	}

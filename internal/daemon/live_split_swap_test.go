@@ -123,7 +123,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	if s, _ := c.Stats(ctx); s.Totals.Received >= n {
 		t.Fatalf("the traffic ended before the last swap (%d received): the swaps were not under load", s.Totals.Received)
 	}
-	if nsent := <-sent; nsent != n {
+	if nsent := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at %d pps", n, pps), replayWithin(n, pps)); nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
 	st := statsAfterReplay(t, c, topo, n)
@@ -308,9 +308,9 @@ func startSeqSender(t *testing.T, topo *lab.Topology, pps float64, max uint64) *
 	go func() { s.done <- s.run(max) }()
 	t.Cleanup(func() {
 		if s.stop.CompareAndSwap(false, true) {
-			<-s.done
+			recvWithin(t, s.done, "the sequence sender to stop (cleanup)", waitDeadline)
 		}
-		syscall.Close(s.fd)
+		syscall.Close(s.fd) // not reached when the wait gave up: the sender may still use it
 	})
 	return s
 }

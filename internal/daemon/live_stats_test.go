@@ -113,7 +113,8 @@ func TestLiveStatsConsistent(t *testing.T) {
 		t.Fatalf("after %d swaps: %d swaps, running %s", swaps, s.Swaps, s.Pipeline)
 	}
 	stopGen()
-	res, err := <-genDone, <-genErr
+	res := recvWithin(t, genDone, "the generator to return after cancel", waitDeadline)
+	err := <-genErr // sent right after genDone, into its buffer: not a wait
 	if err != nil {
 		t.Fatalf("generator: %v", err)
 	}

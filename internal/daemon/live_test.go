@@ -199,12 +199,14 @@ func watchDaemon(t *testing.T, cmd *exec.Cmd) *daemonProc {
 		d.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
+		defer func() { // also when the wait below gives up (Fatalf)
+			if t.Failed() {
+				t.Logf("warpflowd log:\n%s", d.log())
+			}
+		}()
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			<-d.done
-		}
-		if t.Failed() {
-			t.Logf("warpflowd log:\n%s", d.log())
+			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 	})
 	return d
@@ -318,6 +320,7 @@ stats_interval: 0s
 // sinkCapture runs tcpdump on the sink's interface until stopped.
 type sinkCapture struct {
 	cmd    *exec.Cmd
+	exited <-chan struct{} // closed once tcpdump's stderr was read to its end and cmd.Wait returned
 	file   string
 	mu     sync.Mutex
 	stderr strings.Builder
@@ -337,14 +340,17 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{}) // closed by the stderr reader below, once it read all and Wait returned
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			cmd.Process.Kill()
-			cmd.Wait()
+			recvWithin(t, exited, "tcpdump at the sink to exit after SIGKILL (cleanup)", waitDeadline)
 		}
 	})
 	ready := make(chan struct{})
-	s := &sinkCapture{cmd: cmd, file: file}
+	s := &sinkCapture{cmd: cmd, exited: exited, file: file}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		once := false
@@ -357,6 +363,10 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 				close(ready)
 			}
 		}
+		// Wait only after the last line was read: Wait closes the pipe,
+		// and stop reads tcpdump's drop count from those lines.
+		cmd.Wait()
+		close(exited)
 	}()
 	select {
 	case <-ready:
@@ -382,7 +392,7 @@ var tcpdumpDropped = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
 func (s *sinkCapture) stop(t *testing.T) [][]byte {
 	t.Helper()
 	s.cmd.Process.Signal(syscall.SIGINT)
-	s.cmd.Wait()
+	recvWithin(t, s.exited, "tcpdump at the sink to exit after SIGINT", waitDeadline)
 	s.mu.Lock()
 	m := tcpdumpDropped.FindStringSubmatch(s.stderr.String())
 	s.mu.Unlock()

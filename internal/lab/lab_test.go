@@ -249,7 +249,9 @@ func TestUpStatusDown(t *testing.T) {
 	if err := Start(topo.Sink.Namespace, cmd); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	if err := recvWithin(t, exited, "cat /proc/net/dev in "+topo.Sink.Namespace+" to exit", waitDeadline); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
 		t.Errorf("cat /proc/net/dev in %s: %v\n%s", topo.Sink.Namespace, err, out.String())
 	}
 
