@@ -15,6 +15,8 @@ import (
 
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // holdPort is a fake Completer (AF_XDP TX in miniature): it keeps every
@@ -505,7 +507,7 @@ func TestFrameAccount(t *testing.T) {
 			}()
 			runErr := e.Run(nil)
 			close(stop)
-			waitGroupWithin(t, &wg, "the frame-account reader to stop after the run", stopDeadline)
+			testwait.Group(t, &wg, "the frame-account reader to stop after the run", testwait.Deadline)
 			if runErr != nil {
 				t.Fatalf("reports=%v workers %d: %v", reports, workers, runErr)
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/pipelines"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // liveA and liveA2 differ only in their names: every stage is configured
@@ -60,7 +62,7 @@ func runLive(t *testing.T, e *Engine) (stop func() error) {
 	return func() error {
 		t.Helper()
 		cancel()
-		return recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline)
+		return testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // cutPort is seqPort counting the frames it handed out, so that a swap's
@@ -124,7 +126,7 @@ func TestAtTakeUpIsTheBoundary(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 			cancel()
-			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+			if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := r.e.Report()
@@ -221,7 +223,7 @@ func TestPrepareSwapChangesNothing(t *testing.T) {
 		t.Fatalf("publish of a stale prepared swap: %v", err)
 	}
 	cancel()
-	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+	if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	rep := r.e.Report()
@@ -275,7 +277,7 @@ func TestWaitTakenUpIdle(t *testing.T) {
 	}
 	t.Logf("idle engine took the plan up %v after Publish", at.Sub(published))
 	cancel()
-	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+	if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	// Published on a stopped engine: refused; a plan published and never

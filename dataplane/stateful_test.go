@@ -14,6 +14,8 @@ import (
 	"github.com/warpflow/warpflow/internal/convgen"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The stateful engine tests: flows steered to workers give the same
@@ -266,7 +268,7 @@ func TestStatefulSwapUnderLoad(t *testing.T) {
 			before := e.Stats().Received
 			waitReceived(t, e, before+uint64(len(convs)*10))
 			cancel()
-			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+			if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := e.Report()
@@ -401,7 +403,7 @@ func TestFlowsWhileRunning(t *testing.T) {
 				t.Fatal("a query for a stage that does not exist succeeded")
 			}
 			cancel()
-			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+			if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 				t.Fatal(err)
 			}
 			// After the run: served on the caller's goroutine.

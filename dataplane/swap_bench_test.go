@@ -12,6 +12,8 @@ import (
 
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // controlRig runs the default-shaped pipeline (and a twin with another
@@ -63,7 +65,7 @@ func newControlRig(b *testing.B, workers int) *controlRig {
 
 func (r *controlRig) stop(b *testing.B) {
 	r.cancel()
-	if err := recvWithin(b, r.done, "RunContext to return after cancel", stopDeadline); err != nil {
+	if err := testwait.Recv(b, r.done, "RunContext to return after cancel", testwait.Deadline); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The two pipelines the swap tests alternate between. Each drops one UDP
@@ -242,10 +244,10 @@ func TestSwapUnderLoad(t *testing.T) {
 				lastRecv = r.e.Stats().Received
 			}
 			cancel()
-			if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+			if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 				t.Fatal(err)
 			}
-			if err := recvWithin(t, readerDone, "the stats reader to stop after cancel", stopDeadline); err != nil {
+			if err := testwait.Recv(t, readerDone, "the stats reader to stop after cancel", testwait.Deadline); err != nil {
 				t.Fatal(err)
 			}
 			rep := r.e.Report()
@@ -402,7 +404,7 @@ func TestSwapRefused(t *testing.T) {
 		t.Fatalf("after refused swaps: generation %d %q", gen, name)
 	}
 	cancel()
-	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+	if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	rep := r.e.Report()
@@ -430,7 +432,7 @@ func TestSwapBeforeRun(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	cancel()
-	if err := recvWithin(t, runErr, "RunContext to return after cancel", stopDeadline); err != nil {
+	if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.sa.seqs) != 0 || len(r.sb.seqs) == 0 {

@@ -18,6 +18,8 @@ import (
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/workers"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The end-to-end benchmark (BENCHMARKS.md, "GPU backend"). It is a test,
@@ -145,7 +147,7 @@ func benchEngines(t *testing.T, g *pipelines.Graph, r benchRow, packets int, are
 	// Bounded by the packet count at a floor rate of 100 kpps, far below
 	// any engine's; the waiting goroutine and its timer cost nothing
 	// against a run of seconds.
-	waitGroupWithin(t, &wg, fmt.Sprintf("%d engines to replay %d packets", len(units), packets), waitDeadline+time.Duration(packets)*10*time.Microsecond)
+	testwait.Group(t, &wg, fmt.Sprintf("%d engines to replay %d packets", len(units), packets), testwait.Deadline+time.Duration(packets)*10*time.Microsecond)
 	wall := time.Since(t0)
 	cores := float64(procCPU(t)-c0) / float64(wall)
 	var run benchRun

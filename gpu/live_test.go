@@ -48,6 +48,8 @@ import (
 	"github.com/warpflow/warpflow/internal/gen"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/pipelines"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // liveEnv skips unless WARPFLOW_GPU_LIVE=1 and root.
@@ -151,7 +153,7 @@ func startLiveDaemon(t *testing.T, topo *lab.Topology, bin, cfg string) *liveDae
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
+			testwait.Recv(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", testwait.Deadline)
 		}
 	})
 	return d
@@ -405,7 +407,7 @@ func (s *sinkCapture) finish(t *testing.T) [][]byte {
 	close(s.stop)
 	// The reader sees stop between reads, each bounded by the socket's
 	// 50 ms receive timeout.
-	if err := recvWithin(t, s.done, "the sink capture's reader to stop", waitDeadline); err != nil {
+	if err := testwait.Recv(t, s.done, "the sink capture's reader to stop", testwait.Deadline); err != nil {
 		t.Fatalf("sink capture: %v", err)
 	}
 	return s.frames
@@ -689,7 +691,7 @@ cpus: [%s]
 	}
 	// Each generator ends by its --duration; a generator that does not
 	// is left running when this fails.
-	waitGroupWithin(t, &wg, fmt.Sprintf("%d generators of a %v window to return", q, window), window+waitDeadline)
+	testwait.Group(t, &wg, fmt.Sprintf("%d generators of a %v window to return", q, window), window+testwait.Deadline)
 	c1, _ := cpuSeconds(d.cmd.Process.Pid)
 	gen1 := linkStats(t, topo.Gen.Namespace, topo.Gen.Name)
 	time.Sleep(100 * time.Millisecond) // settle, not a wait for a condition: the last frames through the daemon before its final stats

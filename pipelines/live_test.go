@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // livePipeline has every LiveReporter stage: a filter with rules that the
@@ -135,7 +137,7 @@ func TestLiveCountersConcurrentRead(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	waitGroupWithin(t, &wg, "the live-counter readers to stop", goroutineDeadline)
+	testwait.Group(t, &wg, "the live-counter readers to stop", testwait.Deadline)
 	close(errs)
 	for e := range errs {
 		t.Error(e)

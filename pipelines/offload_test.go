@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // TestKernelRulesAgreeWithOracle builds the kernel's tables from random
@@ -319,9 +321,9 @@ stages:
 	for range 8 {
 		go func() { plans <- g.Offload(OffloadAuto) }()
 	}
-	p := recvWithin(t, plans, "the first of 8 concurrent Offload calls", goroutineDeadline)
+	p := testwait.Recv(t, plans, "the first of 8 concurrent Offload calls", testwait.Deadline)
 	for i := range 7 {
-		if q := recvWithin(t, plans, fmt.Sprintf("concurrent Offload call %d of 8", i+2), goroutineDeadline); q != p {
+		if q := testwait.Recv(t, plans, fmt.Sprintf("concurrent Offload call %d of 8", i+2), testwait.Deadline); q != p {
 			t.Fatal("concurrent Offload calls returned different plans")
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 const tapPipeline = "name: t\nstages:\n  - {name: parse, type: parse}\n" +
@@ -131,14 +133,14 @@ func TestLiveStats(t *testing.T) {
 		}
 	}()
 	var last uint64
-	deadline := time.Now().Add(goroutineDeadline)
+	deadline := time.Now().Add(testwait.Deadline)
 	for running := true; running; {
 		select {
 		case <-done:
 			running = false
 		default:
 			if time.Now().After(deadline) {
-				t.Fatalf("gave up after %v waiting for the processing goroutine's 2000 batches", goroutineDeadline)
+				t.Fatalf("gave up after %v waiting for the processing goroutine's 2000 batches", testwait.Deadline)
 			}
 		}
 		st := r.LiveStats(nil)

@@ -2,26 +2,9 @@ package rings
 
 import (
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 )
-
-// waitGroupWithin waits for wg, failing the test if it is not done within
-// d; what names what the test waited for. On failure the goroutine that
-// waits on wg stays behind until wg is done.
-func waitGroupWithin(t testing.TB, wg *sync.WaitGroup, what string, d time.Duration) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		t.Fatalf("gave up after %v waiting for %s", d, what)
-	}
-}
 
 // checkNoLeak fails the test if it ends with more goroutines than it began
 // with. Tests that use it must not run in parallel.

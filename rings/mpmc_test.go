@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 func newTestMPMC(t testing.TB, capacity int) *MPMC {
@@ -138,13 +140,13 @@ func TestMPMCStress(t *testing.T) {
 		// The producers stop on their own once stopAt has passed and each
 		// has sent its share of stressMin; a ring that stopped moving
 		// would keep them spinning.
-		waitGroupWithin(t, &prodWG, fmt.Sprintf("cap %d: the producers to stop", capacity), 30*time.Second)
+		testwait.Group(t, &prodWG, fmt.Sprintf("cap %d: the producers to stop", capacity), 30*time.Second)
 		// Producers are done: wait for the consumers to claim what is left.
 		for r.Len() > 0 && time.Now().Before(hardStop) {
 			time.Sleep(time.Millisecond)
 		}
 		close(stop)
-		waitGroupWithin(t, &consWG, fmt.Sprintf("cap %d: the consumers to stop after the producers", capacity), 30*time.Second)
+		testwait.Group(t, &consWG, fmt.Sprintf("cap %d: the consumers to stop after the producers", capacity), 30*time.Second)
 		if r.Len() != 0 {
 			t.Fatalf("cap %d: stuck with %d descriptors in the ring", capacity, r.Len())
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // slowKernel marks each descriptor after sleeping, so Close finds it busy.
@@ -95,7 +97,7 @@ func TestConcurrentClose(t *testing.T) {
 			}
 		})
 	}
-	waitGroupWithin(t, &wg, "4 concurrent Close calls to return", 30*time.Second)
+	testwait.Group(t, &wg, "4 concurrent Close calls to return", 30*time.Second)
 	waitGoroutines(t, base)
 }
 

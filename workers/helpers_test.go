@@ -2,7 +2,6 @@ package workers
 
 import (
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,22 +93,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
-	}
-}
-
-// waitGroupWithin waits for wg, failing the test if it is not done within
-// d; what names what the test waited for. On failure the goroutine that
-// waits on wg stays behind until wg is done.
-func waitGroupWithin(t testing.TB, wg *sync.WaitGroup, what string, d time.Duration) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		t.Fatalf("gave up after %v waiting for %s", d, what)
 	}
 }
 

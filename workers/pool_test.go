@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // jitterKernel marks each descriptor, counts it in a shared per-sequence
@@ -109,7 +111,7 @@ func runOrdered(t *testing.T, workers, packets int, separate, lock bool) {
 				runtime.Gosched()
 			}
 		}
-		waitGroupWithin(t, &wg, "the producer goroutine to stop", 30*time.Second)
+		testwait.Group(t, &wg, "the producer goroutine to stop", 30*time.Second)
 	} else {
 		for want < uint64(packets) && time.Now().Before(deadline) {
 			if !produce() && !consume() {

@@ -13,6 +13,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // TestBusyHintWorksFromTheHost: a daemon started inside a named network
@@ -88,7 +90,7 @@ func TestBusyHintWorksFromTheHost(t *testing.T) {
 		}
 		out <- err
 	}()
-	if err := recvWithin(t, out, "the hint's command in the host's namespace", waitDeadline); err != nil {
+	if err := testwait.Recv(t, out, "the hint's command in the host's namespace", testwait.Deadline); err != nil {
 		t.Fatalf("%s from the host's namespace: %v", want, err)
 	}
 	p, err := LoadProgram(ProgramOptions{Interface: "wfhint0"})

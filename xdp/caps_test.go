@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // withCaps runs f on an OS thread of its own whose effective, permitted
@@ -18,7 +20,7 @@ import (
 // daemon holding only its unit's capabilities would. The thread is never
 // unlocked: the runtime ends it with the goroutine, so the reduced
 // credentials are never reused. t fails if f has not returned within
-// waitDeadline.
+// testwait.Deadline.
 func withCaps(t testing.TB, caps []uintptr, f func() error) error {
 	t.Helper()
 	res := make(chan error, 1)
@@ -41,7 +43,7 @@ func withCaps(t testing.TB, caps []uintptr, f func() error) error {
 		}
 		res <- f()
 	}()
-	return recvWithin(t, res, "a call on a thread with reduced capabilities", waitDeadline)
+	return testwait.Recv(t, res, "a call on a thread with reduced capabilities", testwait.Deadline)
 }
 
 // TestProgramsLoadWithoutPerfmon: the XDP programs load with CAP_BPF and

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 func requireGenRoot(t testing.TB) {
@@ -163,7 +165,7 @@ func TestGenPinnedCallsAreCheap(t *testing.T) {
 		took = time.Since(t0)
 		errc <- nil
 	}()
-	if err := recvWithin(t, errc, "the ten live-frame calls from a private namespace", waitDeadline); err != nil {
+	if err := testwait.Recv(t, errc, "the ten live-frame calls from a private namespace", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	if took > 100*time.Millisecond {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 const killChildEnv = "WARPFLOW_XDP_KILL_CHILD"
@@ -63,10 +65,10 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := waitInBackground(cmd)
+	exited := testwait.Exited(cmd)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		recvWithin(t, exited, "the attaching child to exit after SIGKILL (cleanup)", waitDeadline)
+		testwait.Recv(t, exited, "the attaching child to exit after SIGKILL (cleanup)", testwait.Deadline)
 	})
 	ready := make(chan string, 1)
 	go func() {
@@ -87,7 +89,7 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	recvWithin(t, exited, "the attaching child to exit after SIGKILL", waitDeadline)
+	testwait.Recv(t, exited, "the attaching child to exit after SIGKILL", testwait.Deadline)
 	start := time.Now()
 	for hasXDP(t, v.name) && time.Since(start) < time.Second {
 		time.Sleep(10 * time.Millisecond)

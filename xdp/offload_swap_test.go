@@ -11,6 +11,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/warpflow/warpflow/pipelines"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // udp4Frame is a 64-byte Ethernet/IPv4/UDP frame from 10.0.0.1 to
@@ -220,7 +222,7 @@ func TestStageRules(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- s.Activate() }()
 	}
-	waitGroupWithin(t, &wg, "8 concurrent Activate calls to return", waitDeadline)
+	testwait.Group(t, &wg, "8 concurrent Activate calls to return", testwait.Deadline)
 	close(errs)
 	for err := range errs {
 		if err != nil {
@@ -317,7 +319,7 @@ func TestLoadRulesSwapNoMix(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	waitGroupWithin(t, &wg, "the rule loader to stop after its current load", waitDeadline)
+	testwait.Group(t, &wg, "the rule loader to stop after its current load", testwait.Deadline)
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warpflow/warpflow/rings"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The ring logic is tested here against a fake kernel: plain memory laid
@@ -314,11 +316,11 @@ func TestRingStress(t *testing.T) {
 			errc <- nil
 		}()
 		buf := make([]uint64, 7)
-		deadline := time.Now().Add(waitDeadline)
+		deadline := time.Now().Add(testwait.Deadline)
 		for v, k := uint64(0), 0; v < total; k++ {
 			// A ring whose consumer stopped would keep us spinning here.
 			if k%256 == 0 && time.Now().After(deadline) {
-				t.Fatalf("gave up after %v producing: %d of %d addresses taken by the fake kernel", waitDeadline, v, total)
+				t.Fatalf("gave up after %v producing: %d of %d addresses taken by the fake kernel", testwait.Deadline, v, total)
 			}
 			n := 0
 			for ; n < len(buf) && v+uint64(n) < total; n++ {
@@ -326,7 +328,7 @@ func TestRingStress(t *testing.T) {
 			}
 			v += uint64(fill.ProduceAddrs(buf[:n]))
 		}
-		if err := recvWithin(t, errc, "the fake kernel to read every address", waitDeadline); err != nil {
+		if err := testwait.Recv(t, errc, "the fake kernel to read every address", testwait.Deadline); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -348,11 +350,11 @@ func TestRingStress(t *testing.T) {
 			}
 		}()
 		buf := make([]rings.Desc, 5)
-		deadline := time.Now().Add(waitDeadline)
+		deadline := time.Now().Add(testwait.Deadline)
 		for next, k := uint64(0), 0; next < total; k++ {
 			// A ring whose producer stopped would keep us spinning here.
 			if k%256 == 0 && time.Now().After(deadline) {
-				t.Fatalf("gave up after %v consuming: %d of %d descriptors from the fake kernel", waitDeadline, next, total)
+				t.Fatalf("gave up after %v consuming: %d of %d descriptors from the fake kernel", testwait.Deadline, next, total)
 			}
 			n := rx.Consume(buf)
 			for _, d := range buf[:n] {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/internal/lab"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // fleetDaemon is one warpflowd on a lab of its own.
@@ -55,7 +57,7 @@ stats_interval: 0s
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			d.cmd.Process.Kill()
-			recvWithin(t, d.done, "warpflowd "+name+" to exit after SIGKILL (cleanup)", waitDeadline)
+			testwait.Recv(t, d.done, "warpflowd "+name+" to exit after SIGKILL (cleanup)", testwait.Deadline)
 		}
 	})
 	running := make(chan struct{})

@@ -19,6 +19,8 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/lab"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The README's commands, run as written.
@@ -663,7 +665,7 @@ func (s *readmeShell) close(t *testing.T) {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
 		s.cmd.Process.Kill()
-		recvWithin(t, s.done, "the README's shell to exit after SIGKILL", waitDeadline)
+		testwait.Recv(t, s.done, "the README's shell to exit after SIGKILL", testwait.Deadline)
 	}
 }
 

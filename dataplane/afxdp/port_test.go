@@ -16,6 +16,8 @@ import (
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/xdp"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 func requireRoot(t testing.TB) {
@@ -240,7 +242,7 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 		}
 	}
 	close(stop)
-	if err := recvWithin(t, genErr, "the chunked generator to return after stop", waitDeadline); err != nil {
+	if err := testwait.Recv(t, genErr, "the chunked generator to return after stop", testwait.Deadline); err != nil {
 		t.Fatal(err)
 	}
 	if received != first+second {

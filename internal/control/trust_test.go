@@ -23,6 +23,8 @@ import (
 
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/control/client"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // needRoot skips a test that needs another user, and fails it under
@@ -340,7 +342,7 @@ func TestClientRefusesForeignServer(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer killWithin(t, cmd, "the listener as uid "+strconv.Itoa(uid), waitDeadline)
+	defer testwait.Kill(t, cmd, "the listener as uid "+strconv.Itoa(uid), testwait.Deadline)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		mu.Lock()
 		s := out.String()

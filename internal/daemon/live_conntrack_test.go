@@ -17,6 +17,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/control"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The live conntrack pipelines: the same conntrack stage (two steered
@@ -116,7 +118,7 @@ func TestLiveConntrack(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 10 kpps", n), replayWithin(n, 10000)); got != n {
+	if got := testwait.Recv(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 10 kpps", n), replayWithin(n, 10000)); got != n {
 		t.Fatalf("tcpreplay sent %d of %d", got, n)
 	}
 	st := statsAfterReplay(t, c, topo, n)

@@ -23,6 +23,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/lab"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The two pipelines the live swap test alternates between: each drops one
@@ -206,7 +208,7 @@ func TestLiveSwapUnderLoad(t *testing.T) {
 	if s.Totals.Received >= n {
 		t.Fatalf("the traffic ended before the 100th swap (%d received): the swaps were not under load", s.Totals.Received)
 	}
-	nsent := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 20 kpps", n), replayWithin(n, 20000))
+	nsent := testwait.Recv(t, sent, fmt.Sprintf("tcpreplay to send %d packets at 20 kpps", n), replayWithin(n, 20000))
 	if nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}

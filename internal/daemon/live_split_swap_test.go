@@ -18,6 +18,8 @@ import (
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The two pipelines the kernel/workers swap test alternates between. Both
@@ -123,7 +125,7 @@ func TestLiveSplitSwapUnderLoad(t *testing.T) {
 	if s, _ := c.Stats(ctx); s.Totals.Received >= n {
 		t.Fatalf("the traffic ended before the last swap (%d received): the swaps were not under load", s.Totals.Received)
 	}
-	if nsent := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at %d pps", n, pps), replayWithin(n, pps)); nsent != n {
+	if nsent := testwait.Recv(t, sent, fmt.Sprintf("tcpreplay to send %d packets at %d pps", n, pps), replayWithin(n, pps)); nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
 	st := statsAfterReplay(t, c, topo, n)
@@ -308,7 +310,7 @@ func startSeqSender(t *testing.T, topo *lab.Topology, pps float64, max uint64) *
 	go func() { s.done <- s.run(max) }()
 	t.Cleanup(func() {
 		if s.stop.CompareAndSwap(false, true) {
-			recvWithin(t, s.done, "the sequence sender to stop (cleanup)", waitDeadline)
+			testwait.Recv(t, s.done, "the sequence sender to stop (cleanup)", testwait.Deadline)
 		}
 		syscall.Close(s.fd) // not reached when the wait gave up: the sender may still use it
 	})

@@ -12,6 +12,8 @@ import (
 	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/gen"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // liveStatsPipeline drops UDP port 9 in the XDP program (the filter's
@@ -113,7 +115,7 @@ func TestLiveStatsConsistent(t *testing.T) {
 		t.Fatalf("after %d swaps: %d swaps, running %s", swaps, s.Swaps, s.Pipeline)
 	}
 	stopGen()
-	res := recvWithin(t, genDone, "the generator to return after cancel", waitDeadline)
+	res := testwait.Recv(t, genDone, "the generator to return after cancel", testwait.Deadline)
 	err := <-genErr // sent right after genDone, into its buffer: not a wait
 	if err != nil {
 		t.Fatalf("generator: %v", err)

@@ -29,6 +29,8 @@ import (
 	"github.com/warpflow/warpflow/internal/control/client"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/pipelines"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // The live tests run warpflowd, built from this tree, inside a lab of
@@ -206,7 +208,7 @@ func watchDaemon(t *testing.T, cmd *exec.Cmd) *daemonProc {
 		}()
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			recvWithin(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", waitDeadline)
+			testwait.Recv(t, d.done, "warpflowd to exit after SIGKILL (cleanup)", testwait.Deadline)
 		}
 	})
 	return d
@@ -346,7 +348,7 @@ func startSinkCapture(t *testing.T, topo *lab.Topology) *sinkCapture {
 		case <-exited:
 		default:
 			cmd.Process.Kill()
-			recvWithin(t, exited, "tcpdump at the sink to exit after SIGKILL (cleanup)", waitDeadline)
+			testwait.Recv(t, exited, "tcpdump at the sink to exit after SIGKILL (cleanup)", testwait.Deadline)
 		}
 	})
 	ready := make(chan struct{})
@@ -392,7 +394,7 @@ var tcpdumpDropped = regexp.MustCompile(`(\d+) packets? dropped by kernel`)
 func (s *sinkCapture) stop(t *testing.T) [][]byte {
 	t.Helper()
 	s.cmd.Process.Signal(syscall.SIGINT)
-	recvWithin(t, s.exited, "tcpdump at the sink to exit after SIGINT", waitDeadline)
+	testwait.Recv(t, s.exited, "tcpdump at the sink to exit after SIGINT", testwait.Deadline)
 	s.mu.Lock()
 	m := tcpdumpDropped.FindStringSubmatch(s.stderr.String())
 	s.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/control/client"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // configMapDir lays a directory out the way the kubelet lays out a
@@ -144,7 +146,7 @@ func TestLiveWatchConfigMapSwap(t *testing.T) {
 	if s.Totals.Received >= n {
 		t.Fatalf("the traffic ended before the swaps were done (%d received): they were not under load", s.Totals.Received)
 	}
-	if nsent := recvWithin(t, sent, fmt.Sprintf("tcpreplay to send %d packets at %d pps", n, pps), replayWithin(n, pps)); nsent != n {
+	if nsent := testwait.Recv(t, sent, fmt.Sprintf("tcpreplay to send %d packets at %d pps", n, pps), replayWithin(n, pps)); nsent != n {
 		t.Fatalf("tcpreplay sent %d of %d", nsent, n)
 	}
 	st := statsAfterReplay(t, c, topo, n)

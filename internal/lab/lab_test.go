@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 // RequireRoot skips a privileged test when not root, and fails it instead
@@ -251,7 +253,7 @@ func TestUpStatusDown(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	if err := recvWithin(t, exited, "cat /proc/net/dev in "+topo.Sink.Namespace+" to exit", waitDeadline); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
+	if err := testwait.Recv(t, exited, "cat /proc/net/dev in "+topo.Sink.Namespace+" to exit", testwait.Deadline); err != nil || !strings.Contains(out.String(), SinkIface+":") || strings.Contains(out.String(), GenIface+":") {
 		t.Errorf("cat /proc/net/dev in %s: %v\n%s", topo.Sink.Namespace, err, out.String())
 	}
 
