@@ -213,13 +213,7 @@ func TestWaitSleepsWhenIdle(t *testing.T) {
 		t.Fatalf("%d spinning waits before the first poll, want a few", spins)
 	}
 	send(t, topo, 100)
-	deadline := time.Now().Add(5 * time.Second)
-	for rx.Places().RX < 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 100 frames sent waiting on the RX ring after 5s", rx.Places().RX)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitOnRX(t, rx, 100)
 	polls := rx.Counter("polls")
 	start := time.Now()
 	for range 10 {

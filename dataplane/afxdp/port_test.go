@@ -30,6 +30,19 @@ func requireRoot(t testing.TB) {
 	}
 }
 
+// waitOnRX waits (5 s at most) until at least n frames sent to rx's queue
+// wait on its RX ring, and fails the test if they do not.
+func waitOnRX(t testing.TB, rx *afxdp.Port, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rx.Places().RX < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d frames sent waiting on the RX ring after 5s", rx.Places().RX, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // labQueue builds a lab and, inside its dataplane namespace, attaches the
 // redirect program to dp0 and opens queue 0 of dp0 with dp1 as an output.
 func labQueue(t testing.TB, frames int) (*lab.Topology, *afxdp.Queue) {
@@ -187,18 +200,13 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 	check("after the first fill")
 	const first = 1000 // fewer than the RX ring holds: they wait there
 	send(t, topo, first)
-	deadline := time.Now().Add(5 * time.Second)
-	for rx.Places().RX < first {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d frames sent waiting on the RX ring after 5s", rx.Places().RX, first)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitOnRX(t, rx, first)
 	check("with frames waiting on the RX ring")
 	allocs := testing.AllocsPerRun(10, step)
 	if allocs != 0 {
 		t.Errorf("receive/transmit/complete/recycle allocated %.1f times per turn, want 0", allocs)
 	}
+	deadline := time.Now().Add(5 * time.Second) // the loop below fails after it
 	for (received < first || tx.Outstanding() > 0) && time.Now().Before(deadline) {
 		step()
 	}
@@ -284,13 +292,7 @@ func TestCopyPortSendsWholeBatch(t *testing.T) {
 		t.Fatalf("receive: %v", err)
 	}
 	send(t, topo, n)
-	deadline := time.Now().Add(5 * time.Second)
-	for rx.Places().RX < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d frames sent waiting on the RX ring after 5s", rx.Places().RX, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitOnRX(t, rx, n)
 	b.Clear()
 	got, err := rx.Receive(b)
 	if err != nil || got != n {

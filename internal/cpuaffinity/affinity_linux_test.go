@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warpflow/warpflow/internal/testwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,13 +30,8 @@ func onLockedThread(t *testing.T, fn func() error) {
 		runtime.LockOSThread()
 		done <- fn()
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("locked goroutine did not finish in 10 s")
+	if err := testwait.Recv(t, done, "the locked goroutine to finish", 10*time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -88,13 +84,8 @@ func TestPinThread(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	}()
-	select {
-	case err := <-pinned:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("pinning goroutine did not report in 10 s")
+	if err := testwait.Recv(t, pinned, "the pinning goroutine to report", 10*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	if other := allowed(t); !slices.Equal(other, all) {
 		t.Fatalf("another thread, while one is pinned to %d, may run on %v, want %v", cpu, other, all)
@@ -238,13 +229,8 @@ func TestPinProcessOther(t *testing.T) {
 		io.Copy(io.Discard, stdout)
 		waited <- cmd.Wait()
 	}()
-	select {
-	case line := <-ready:
-		if line != "ready\n" {
-			t.Fatalf("helper said %q", line)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("helper not ready in 10 s")
+	if line := testwait.Recv(t, ready, "the helper process to say ready", 10*time.Second); line != "ready\n" {
+		t.Fatalf("helper said %q", line)
 	}
 	if err := PinProcess(cmd.Process.Pid, cpu); err != nil {
 		t.Fatal(err)
