@@ -199,7 +199,7 @@ func moduleRoot(t *testing.T) string {
 
 // TestDirection: the core packages import only what docs/DESIGN.md's
 // direction allows (cmd → dataplane → pipelines, workers → rings; xdp →
-// rings), and nothing imports cmd.
+// rings), nothing imports cmd, and only tests import internal/testwait.
 func TestDirection(t *testing.T) {
 	may := map[string][]string{
 		"rings":     {},
@@ -218,6 +218,9 @@ func TestDirection(t *testing.T) {
 			to := strings.TrimPrefix(imp, module)
 			if strings.HasPrefix(to, "cmd/") {
 				t.Errorf("%s imports %s: nothing imports cmd", rel, to)
+			}
+			if to == "internal/testwait" {
+				t.Errorf("%s imports internal/testwait: only tests may (it imports testing)", rel)
 			}
 			if allowed, core := may[rel]; core && !slices.Contains(allowed, to) {
 				t.Errorf("%s imports %s: docs/DESIGN.md's direction allows only %v", rel, to, allowed)
