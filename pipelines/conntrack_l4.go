@@ -123,14 +123,12 @@ func l4ChecksumOK(p []byte, l3, l4, end int, v6 bool, proto uint8) bool {
 		if proto == 17 && len(seg) >= 8 && binary.BigEndian.Uint16(seg[6:]) == 0 {
 			return true
 		}
-		if n := len(seg); n >= 16 && n <= 32 && l3+20 <= len(p) {
-			// The common small segment (a TCP header without options
-			// or with timestamps, a short UDP datagram): the sum in
-			// straight-line code, no loop whose trip count changes from
-			// one packet to the next.
+		if n := len(seg); n <= 64 && l3+20 <= len(p) {
+			// The common small segment (a TCP header, options or not,
+			// a short UDP datagram): little-endian words, no
+			// byte swaps, one fixed-cost test.
 			a := binary.LittleEndian.Uint64(p[l3+12:]) // the addresses
-			sum := a&0xffffffff + a>>32 + (uint64(n)+uint64(proto))<<8 + onesSumLE16to32(seg)
-			return onesFoldLE(sum) == 0xffff
+			return onesValidLE(a&0xffffffff + a>>32 + (uint64(n)+uint64(proto))<<8 + onesSumLE(seg))
 		}
 		acc = inetSum(p[l3+12:l3+20], 0)
 		acc += uint64(len(seg)) + uint64(proto)
@@ -149,10 +147,10 @@ func ipv4HeaderOK(p []byte, l3 int) bool {
 		return false
 	}
 	if ihl == ipv4MinHdr {
-		h := p[l3 : l3+ipv4MinHdr]
+		h := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr])
 		a, b := binary.LittleEndian.Uint64(h[0:8]), binary.LittleEndian.Uint64(h[8:16])
 		c := binary.LittleEndian.Uint32(h[16:20])
-		return onesFoldLE(a&0xffffffff+a>>32+b&0xffffffff+b>>32+uint64(c)) == 0xffff
+		return onesValidLE(a&0xffffffff + a>>32 + b&0xffffffff + b>>32 + uint64(c))
 	}
 	return inetFold(inetSum(p[l3:l3+ihl], 0)) == 0xffff
 }
@@ -166,34 +164,37 @@ func ipv4HeaderOK(p []byte, l3 int) bool {
 // is the same test in both orders. A big-endian number added to such a
 // sum (the pseudo-header's length and protocol) goes in times 256: << 8.
 
-// onesSumLE16to32 returns the ones' complement sum of s (16 to 32 bytes)
-// as little-endian words, unfolded: the first 16 bytes and the last 16,
-// the last with the bytes they share masked off, in four loads and no
-// branch on the length. The last 16 start at byte n-16: for an odd n
-// their bytes sit in the other half of their 16-bit words, so their sum
-// goes in times 256 (mod 65535: << 8), which puts each byte back.
-func onesSumLE16to32(s []byte) uint64 {
-	n := len(s)
-	a0, a1 := binary.LittleEndian.Uint64(s[0:8]), binary.LittleEndian.Uint64(s[8:16])
-	b0, b1 := binary.LittleEndian.Uint64(s[n-16:n-8]), binary.LittleEndian.Uint64(s[n-8:n])
-	o := uint(32-n) & 31 // bytes the last 16 share with the first 16: 0..16
-	o0, o1 := min(o, 8), max(o, 8)-8
-	b0 &^= 1<<(8*o0) - 1 // 8*8 = 64: a shift past the width is 0, all bits go
-	b1 &^= 1<<(8*o1) - 1
-	bs := b0&0xffffffff + b0>>32 + b1&0xffffffff + b1>>32
-	return a0&0xffffffff + a0>>32 + a1&0xffffffff + a1>>32 + bs<<(8*(uint(n)&1))
+// onesSumLE returns the ones' complement sum of s as little-endian
+// 16-bit words, unfolded (s under 2^24 bytes): eight bytes a step as two
+// 32-bit halves, then a 4-, 2- and 1-byte tail, each at an even offset,
+// so every byte keeps its place in its word.
+func onesSumLE(s []byte) uint64 {
+	var acc uint64
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		acc += w&0xffffffff + w>>32
+		s = s[8:]
+	}
+	if len(s) >= 4 {
+		acc += uint64(binary.LittleEndian.Uint32(s))
+		s = s[4:]
+	}
+	if len(s) >= 2 {
+		acc += uint64(binary.LittleEndian.Uint16(s))
+		s = s[2:]
+	}
+	if len(s) == 1 {
+		acc += uint64(s[0])
+	}
+	return acc
 }
 
-// onesFoldLE folds a sum of fewer than 2^40 32-bit words to 16 bits in
-// four fixed steps: the same value as inetFold's loop (congruent mod
-// 65535, zero only for zero).
-func onesFoldLE(s uint64) uint16 {
-	s = s&0xffffffff + s>>32
-	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	return uint16(s)
-}
+// onesValidLE reports whether a ones' complement sum (unfolded, of
+// fewer than 2^40 words) folds to 0xffff, the mark of a valid checksum:
+// a fold keeps the value mod 65535 and leaves zero only for zero, so it
+// is 0xffff exactly when the sum is a nonzero multiple of 65535 (one
+// multiplication, where the fold's four steps are a dozen instructions).
+func onesValidLE(s uint64) bool { return s != 0 && s%0xffff == 0 }
 
 // ctAddrs fills k's addresses and family from m.
 func ctAddrs(m *rings.Meta, k *ctTuple) {

@@ -583,7 +583,7 @@ func TestChecksumFastPaths(t *testing.T) {
 		if next()%4 == 0 {
 			ihl = 5 + int(next()%11)
 		}
-		n := int(next() % 48)
+		n := int(next() % 80)
 		if it%2 == 0 {
 			n = 16 + int(next()%17)
 		}
