@@ -428,7 +428,33 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
+// one translates packet i. The common packet (a tracked flow's, its
+// translation decided and counted, not an ICMP error) takes the first
+// branch: what oneGeneral would do for it, with its tests folded into
+// one (some 60 instructions a packet fewer in the stateful row).
 func (s *natStage) one(b *rings.Batch, i int) Edge {
+	m := &b.Meta[i]
+	if ct := s.ct; ct != nil && m.Flags&rings.FlagIPv4 != 0 && uint(i) < uint(len(ct.cur)) {
+		if c := ct.cur[i]; c != 0 && ct.curSeq[i] == m.Seq {
+			en := &ct.tab.ent[c-1]
+			st, nf := en.status, en.natFlags()
+			if st&ctStNATDone != 0 && st&(ctStSNAT|ctStDNAT) != 0 && nf&(natFExhausted|natFCounted) == natFCounted &&
+				m.CT&rings.CTStateMask != rings.CTRelated {
+				dir := uint8(0)
+				if m.CT&rings.CTReply != 0 {
+					dir = 1
+				}
+				natPacket(b.Packet(i), m, en, dir)
+				s.count(natcTranslated, b.Descs[i].Len)
+				return 0
+			}
+		}
+	}
+	return s.oneGeneral(b, i)
+}
+
+// oneGeneral translates packet i, whatever it is.
+func (s *natStage) oneGeneral(b *rings.Batch, i int) Edge {
 	m := &b.Meta[i]
 	n := b.Descs[i].Len
 	if m.Flags&rings.FlagIPv4 == 0 {
