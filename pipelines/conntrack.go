@@ -588,22 +588,76 @@ func (s *ctStage) track(b *rings.Batch, i int) Edge {
 	if s.t.checksum && !v6 && !ipv4HeaderOK(p, l3) {
 		return s.invalid(b, i, ctrChecksum)
 	}
+	// The tuple is built where it is needed: TCP and UDP packets of a
+	// flow the prefetching passes found are matched against their entry
+	// from the metadata (findPacket) and need none.
 	var k ctTuple
-	ctAddrs(m, &k)
-	k.proto = m.IPProto
-	k.zone = s.zone(m)
 	if f&rings.FlagFragment != 0 && f&rings.FlagFirstFrag == 0 {
+		s.keyAddrs(m, &k)
 		return s.laterFragment(b, i, m, &k)
 	}
-	switch {
-	case k.proto == 6:
+	switch proto := m.IPProto; {
+	case proto == 6:
 		return s.tcp(b, i, m, p, &k)
-	case k.proto == 17 || k.proto == 136:
+	case proto == 17 || proto == 136:
 		return s.udp(b, i, m, p, &k)
-	case k.proto == 1 && !v6, k.proto == 58 && v6:
+	case proto == 1 && !v6, proto == 58 && v6:
+		s.keyAddrs(m, &k)
 		return s.icmp(b, i, m, p, &k)
 	}
+	s.keyAddrs(m, &k)
 	return s.generic(b, i, m, &k)
+}
+
+// keyAddrs fills k's addresses, family, protocol and zone from packet m.
+func (s *ctStage) keyAddrs(m *rings.Meta, k *ctTuple) {
+	ctAddrs(m, k)
+	k.proto = m.IPProto
+	k.zone = s.zone(m)
+}
+
+// findPacket looks up the flow of TCP or UDP packet m, filling k (its
+// tuple) for the caller when it is not found: first the entry the
+// prefetching passes named for it, matched against the metadata (an
+// IPv4 entry's original tuple, or its reply tuple with the translation),
+// then find with the tuple. What it finds is what find would.
+func (s *ctStage) findPacket(m *rings.Meta, k *ctTuple) (e uint32, dir uint8, ok bool) {
+	if c := s.slot; c != 0 && s.h != 0 && m.Flags&rings.FlagIPv6 == 0 {
+		t := s.tab
+		e, dir = c>>1-1, uint8(c&1)
+		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) && tuple4Is(en, dir, m) {
+			if en.status&ctStTentative == 0 && t.expired(en) {
+				s.drop(e, ctcExpiries)
+				s.keyAddrs(m, k)
+				k.sport, k.dport = m.SrcPort, m.DstPort
+				return 0, 0, false
+			}
+			return e, dir, true
+		}
+	}
+	s.keyAddrs(m, k)
+	k.sport, k.dport = m.SrcPort, m.DstPort
+	return s.find(k, -1)
+}
+
+// tuple4Is reports whether IPv4 entry en's direction dir tuple is packet
+// m's addresses and ports (tupleIs for a tuple not built: the original
+// as it arrived, the reply reversed with the translation).
+func tuple4Is(en *ctEntry, dir uint8, m *rings.Meta) bool {
+	le := binary.LittleEndian
+	src, dst := le.Uint32(m.SrcIP[:4]), le.Uint32(m.DstIP[:4])
+	if dir == 0 {
+		return le.Uint32(en.src[:4]) == src && le.Uint32(en.dst[:4]) == dst && en.sport == m.SrcPort && en.dport == m.DstPort
+	}
+	rs, rsp := le.Uint32(en.dst[:4]), en.dport
+	if en.status&ctStDNAT != 0 {
+		rs, rsp = le.Uint32(en.dst[4:8]), en.natDport()
+	}
+	rd, rdp := le.Uint32(en.src[:4]), en.sport
+	if en.status&ctStSNAT != 0 {
+		rd, rdp = le.Uint32(en.src[4:8]), en.natSport()
+	}
+	return rs == src && rd == dst && rsp == m.SrcPort && rdp == m.DstPort
 }
 
 // find looks k up, removing the entry it finds when it has expired. The
@@ -706,7 +760,7 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 		return s.invalid(b, i, ctrMalformed)
 	}
 	doff := int(p[l4+12]>>4) * 4
-	v6 := k.v6
+	v6 := m.Flags&rings.FlagIPv6 != 0
 	end := ctIPEnd(p, l3, v6)
 	if doff < tcpMinHdr || l4+doff > end {
 		return s.invalid(b, i, ctrMalformed)
@@ -727,10 +781,9 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	seg.hdr, seg.flags = p[l4:l4+doff], flags
 	seg.seq, seg.ack = binary.BigEndian.Uint32(p[l4+4:]), binary.BigEndian.Uint32(p[l4+8:])
 	seg.win, seg.payload = binary.BigEndian.Uint16(p[l4+14:]), uint32(end-l4-doff)
-	k.sport, k.dport = m.SrcPort, m.DstPort
 	t := s.tab
 	for range 2 { // a reopened flow is looked up again, once
-		e, dir, ok := s.find(k, -1)
+		e, dir, ok := s.findPacket(m, k)
 		if !ok {
 			return s.newTCP(b, i, k, &seg)
 		}
@@ -790,13 +843,12 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	if m.Flags&rings.FlagL4 == 0 {
 		return s.invalid(b, i, ctrMalformed)
 	}
-	if s.t.checksum && k.proto == 17 && m.Flags&rings.FlagFragment == 0 &&
-		!l4ChecksumOK(p, l3, l4, ctIPEnd(p, l3, k.v6), k.v6, 17) {
+	if v6 := m.Flags&rings.FlagIPv6 != 0; s.t.checksum && m.IPProto == 17 && m.Flags&rings.FlagFragment == 0 &&
+		!l4ChecksumOK(p, l3, l4, ctIPEnd(p, l3, v6), v6, 17) {
 		return s.invalid(b, i, ctrChecksum)
 	}
-	k.sport, k.dport = m.SrcPort, m.DstPort
 	t := s.tab
-	e, dir, ok := s.find(k, -1)
+	e, dir, ok := s.findPacket(m, k)
 	if !ok {
 		e, ok = s.create(k, t.now+s.t.to.udp)
 		if !ok {

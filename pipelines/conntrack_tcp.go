@@ -73,8 +73,15 @@ const (
 	tcpFlSimOpen     = 0x80 // IP_CT_TCP_SIMULTANEOUS_OPEN (last_flags)
 )
 
+// tcpNumIndex and tcpNumStates are the table's dimensions: the segment
+// kinds (tcpSynSet..tcpNoneSet) and the states an entry can be in.
+const (
+	tcpNumIndex  = int(tcpNoneSet) + 1
+	tcpNumStates = int(tcpMax)
+)
+
 // tcpConntracks is Linux's tcp_conntracks[dir][index][state].
-var tcpConntracks = func() (t [2][6][10]uint8) {
+var tcpConntracks = func() (t [2][tcpNumIndex][tcpNumStates]uint8) {
 	const (
 		sNO, sSS, sSR, sES, sFW, sCW, sLA, sTW, sCL, sS2, sIV, sIG = tcpNone, tcpSynSent, tcpSynRecv, tcpEstablished,
 			tcpFinWait, tcpCloseWait, tcpLastAck, tcpTimeWait, tcpClose, tcpSynSent2, tcpMax, tcpIgnore
@@ -304,6 +311,7 @@ const (
 // tcpInWindow is Linux's tcp_in_window (no NAT sequence offsets: nothing
 // here resizes TCP payloads).
 func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
+	dir &= 1 // 0 or 1 already: the mask lets the compiler drop the bounds checks
 	sender, receiver := &en.seen[dir], &en.seen[dir^1]
 	seq := s.seq
 	ack := s.ack
@@ -438,7 +446,7 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict, timeout uint32) {
 	oldState := en.state
 	index := tcpIndex(s.flags)
-	newState := tcpConntracks[dir][index][oldState]
+	newState := tcpConntracks[dir&1][min(index, uint8(tcpNumIndex-1))][min(oldState, uint8(tcpNumStates-1))] // clamped: no bounds checks
 	seenReply := en.status&ctStSeenReply != 0
 	assured := en.status&ctStAssured != 0
 
