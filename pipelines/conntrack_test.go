@@ -631,3 +631,51 @@ func TestChecksumFastPaths(t *testing.T) {
 		t.Fatalf("only %d valid segments drawn", agree)
 	}
 }
+
+// TestConntrackSweepOnTheClock: the sweep goes through the whole table
+// once per ctSweepPeriod of the packets' clock, whatever the packet rate,
+// and not at all while the clock stands still. Flows no packet meets
+// again expire by the sweep alone: none while the clock stands, all of
+// them within a period of the clock once it moves on, and the cap holds
+// one batch to ctSweepMax entries.
+func TestConntrackSweepOnTheClock(t *testing.T) {
+	s := newSFRig(t, ctYAML(", size: 4096, timeouts: {udp: 1}", ""))
+	const flows = 300
+	for f := range flows {
+		s.one(sfUDP(t, cli, srv, uint16(1000+f), 53, 8))
+	}
+	other := sfUDP(t, "10.9.9.9", srv, 7, 53, 8)
+	expiries := func() uint64 { return stCounter(s.stage("ct"), "expiries") }
+	// The clock stands: however many batches, the sweep looks at nothing.
+	for range 1000 {
+		s.one(other)
+	}
+	if got := expiries(); got != 0 {
+		t.Fatalf("%d expiries with the clock standing", got)
+	}
+	// Past the timeout: one batch a 100 ms of the clock sweeps 4096*100/
+	// 10000 = 40 entries, the whole table in 10 s.
+	s.advance(2000)
+	tab := s.ctTable()
+	sweeps := 0
+	for expiries() < flows {
+		if sweeps++; sweeps > 2*ctSweepPeriod/100 {
+			t.Fatalf("after %d ms of the clock only %d of %d idle flows expired", sweeps*100, expiries(), flows)
+		}
+		s.advance(100)
+		s.one(other) // "other" stays live: its timeout is renewed
+	}
+	if sweeps*100 > ctSweepPeriod+200 {
+		t.Fatalf("the sweep took %d ms of the clock to pass %d idle flows, want within %d", sweeps*100, flows, ctSweepPeriod)
+	}
+	// A jump of the clock owes at most one pass, taken ctSweepMax at a time.
+	tab.owed = 0
+	tab.sweptAt = tab.now
+	tab.now += 1 << 30
+	if n := tab.sweepDue(); n != ctSweepMax {
+		t.Fatalf("after a jump: %d entries due, want the cap %d", n, ctSweepMax)
+	}
+	if max := uint64(len(tab.ent)) * ctSweepPeriod; tab.owed > max {
+		t.Fatalf("owed %d entry-ms after a jump, above one pass (%d)", tab.owed, max)
+	}
+}
