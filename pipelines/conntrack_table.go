@@ -236,7 +236,7 @@ type ctTable struct {
 	// one full pass (size*ctSweepPeriod) however far the clock jumps.
 	sweptAt uint32
 	owed    uint64
-	now    uint32 // the table's clock: the latest packet time seen (never goes back)
+	now     uint32 // the table's clock: the latest packet time seen (never goes back)
 	// nowSet says now holds a time: the first packet sets it outright.
 	nowSet bool
 }
