@@ -391,10 +391,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		// stateful row: BENCHMARKS.md, "A fourth pass".)
 		for len(idx) > 0 {
 			c := min(len(idx), ctChunk)
-			s.hashes(b, idx[:c])
-			for k := range c {
-				s.prefetchIndex(k)
-			}
+			s.hashes(b, idx[:c]) // and prefetches each index line
 			for k := range c {
 				s.candidate(k)
 			}
@@ -420,7 +417,8 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 const ctChunk = 64
 
 // hashes computes the TCP and UDP packets' tuple hashes into hint (0:
-// none).
+// none) and, where the CPU has prefetches, prefetches the index line
+// each one's probe starts at.
 func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	var k ctTuple
 	for j, i := range idx {
@@ -429,21 +427,21 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
 			continue
 		}
+		var h uint32
 		if m.Flags&rings.FlagIPv6 == 0 {
-			s.hint[j] = 1<<32 | uint64(ctHash4(&m.SrcIP, &m.DstIP, m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
-			continue
+			h = ctHash4(&m.SrcIP, &m.DstIP, m.SrcPort, m.DstPort, m.IPProto, s.zone(m))
+		} else {
+			ctAddrs(m, &k)
+			k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
+			h = k.hash()
 		}
-		ctAddrs(m, &k)
-		k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
-		s.hint[j] = 1<<32 | uint64(k.hash())
-	}
-}
-
-// prefetchIndex prefetches the index line where packet j's probe starts.
-func (s *ctStage) prefetchIndex(j int) {
-	if h := s.hint[j]; h != 0 {
-		t := s.tab
-		prefetchSlot(&t.idx[t.home(uint32(h))])
+		s.hint[j] = 1<<32 | uint64(h)
+		if havePrefetch {
+			// The index line where the probe starts, as soon as the
+			// hash is known (in this loop: a prefetch does not wait, and
+			// a pass of its own cost some 20 instructions a packet).
+			prefetchSlot(&s.tab.idx[s.tab.home(h)])
+		}
 	}
 }
 
