@@ -114,6 +114,11 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		fmt.Fprintf(w, " + xdp dropped %d + xdp passed %d", t.XDPDropped, t.XDPPassed)
 	}
 	fmt.Fprintln(w)
+	if t.TXAbandoned > 0 {
+		// Counted as transmitted (a port accepted them), but still on a
+		// TX ring when the port stopped: they never left.
+		fmt.Fprintf(w, "of the transmitted, %d never left: tx_abandoned (on a TX ring, not completed, when its port stopped)\n", t.TXAbandoned)
+	}
 	if kernelRules {
 		fmt.Fprintf(w, "dropped %d in all: %d by the XDP program's kernel rules (no worker saw them), %d by the workers\n", t.Dropped+t.XDPDropped, t.XDPDropped, t.Dropped)
 	}

@@ -75,3 +75,21 @@ func TestTopKeyRows(t *testing.T) {
 		t.Fatalf("top shows no counter rows:\n%s", text)
 	}
 }
+
+// TestStatsAbandoned: transmitted packets that never left (still on a TX
+// ring when their port stopped) are named beside the accounting line, and
+// a daemon with none says nothing of them.
+func TestStatsAbandoned(t *testing.T) {
+	s := control.Stats{Pipeline: "demo", Totals: control.Counts{Received: 10, Transmitted: 10, TXAbandoned: 4, Balanced: true}}
+	var buf bytes.Buffer
+	printStats(&buf, s, nil, 0)
+	if !strings.Contains(buf.String(), "of the transmitted, 4 never left: tx_abandoned") {
+		t.Errorf("stats output does not name the abandoned packets:\n%s", buf.String())
+	}
+	s.Totals.TXAbandoned = 0
+	buf.Reset()
+	printStats(&buf, s, nil, 0)
+	if strings.Contains(buf.String(), "tx_abandoned") {
+		t.Errorf("stats output names tx_abandoned with none:\n%s", buf.String())
+	}
+}

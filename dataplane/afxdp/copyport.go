@@ -72,7 +72,7 @@ func (c *CopyPort) Receive(*rings.Batch) (int, error) { return 0, dataplane.ErrN
 // back its completed ones) into its own UMEM and sends them; the engine
 // counts the rest as tx_full.
 func (c *CopyPort) Transmit(a *rings.Arena, descs []rings.Desc) (int, error) {
-	if c.inner.closed.Load() {
+	if c.inner.settled.Load() {
 		return 0, net.ErrClosed
 	}
 	c.reclaim()
@@ -113,7 +113,8 @@ const copyModeTXBudget = 32
 // the completion ring has room) until the ring is seen empty or as many
 // kicks as the frames on it need at the default budget, and one more, were
 // made: a ring still not empty then (the device refused frames, or the
-// completion ring is full) waits for the next Transmit. A zero-copy
+// completion ring is full) waits for the next Transmit, or for Settle at
+// the end, which counts what never left as tx_abandoned. A zero-copy
 // socket's driver sends from its own NAPI after one kick: nothing to do.
 func (c *CopyPort) flush() error {
 	if c.inner.sock.Bound() != xdp.BindCopy {
@@ -160,7 +161,19 @@ func (c *CopyPort) Reason() string { return c.reason }
 // socket).
 func (c *CopyPort) Port() *Port { return c.inner }
 
-// Close closes the socket and unmaps the port's UMEM.
+// Settle ends the port's transmitting: a last bounded flush of its TX
+// ring, then the frames still on it are counted as tx_abandoned (see
+// Port.Settle). The engine never polls a CopyPort, so without it the
+// frames a refused flush left on the ring were counted as transmitted and
+// went with the socket, named by no counter. Close calls it; the daemon
+// calls it (Queue.Settle) as soon as the queue's engine stops, so the
+// final stats have it.
+func (c *CopyPort) Settle() { c.inner.Settle() }
+
+// Abandoned is the port's tx_abandoned count (Settle).
+func (c *CopyPort) Abandoned() uint64 { return c.inner.Abandoned() }
+
+// Close settles the port, closes the socket and unmaps the port's UMEM.
 func (c *CopyPort) Close() error {
 	err := c.inner.Close()
 	if uerr := c.umem.Close(); err == nil {

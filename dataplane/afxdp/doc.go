@@ -49,4 +49,13 @@
 // socket's XDP_STATISTICS, which Stats reports), and a TX descriptor it
 // finds invalid is consumed without completion: the engine only transmits
 // descriptors it received, which the kernel wrote, so none is invalid.
+//
+// A frame on a TX ring when its port stops (the link down, the device
+// refusing it, a full completion ring) was counted as transmitted and
+// never leaves. Settle (the daemon calls it through Queue.Settle when the
+// queue's engine returns; Close calls it too) makes a last bounded flush,
+// a fixed number of kicks with the completion ring taken back between
+// them, and counts what still has not completed as the socket's
+// tx_abandoned: for every socket, tx = completions + tx_abandoned after
+// it.
 package afxdp

@@ -48,6 +48,9 @@ type Port struct {
 	pub    struct{ fillProd, rxCons, txProd, compCons atomic.Uint32 }
 	err    error       // first socket error seen (ENETDOWN after the link went)
 	closed atomic.Bool // set by Close; FramePlaces reads nothing after it
+	// settled is set by Settle: the port transmits no more, and what was
+	// still on its TX ring then is counted (tx_abandoned).
+	settled atomic.Bool
 
 	// Accounting (debug) mode: nil tracker when off. home is where the
 	// engine and the port hand frames over; rxKernel holds the frames
@@ -72,6 +75,7 @@ var (
 type portCounters struct {
 	rxPackets, txPackets, completions atomic.Uint64
 	fillStarved, txRingFull           atomic.Uint64
+	txAbandoned                       atomic.Uint64
 	kicks, wakeups, kickErrors        atomic.Uint64
 	linkDown                          atomic.Uint64
 	polls, pollErrors                 atomic.Uint64
@@ -291,8 +295,11 @@ func (p *Port) fail(err error) error {
 // Transmit puts descs on the TX ring and takes ownership of the frames it
 // accepted (a prefix of descs): they come back through Complete once the
 // kernel reports them on the completion ring.
+//
+// After Settle (or Close) it refuses everything with net.ErrClosed: a frame
+// accepted then would be counted neither as sent nor as abandoned.
 func (p *Port) Transmit(_ *rings.Arena, descs []rings.Desc) (int, error) {
-	if p.closed.Load() {
+	if p.settled.Load() {
 		return 0, net.ErrClosed
 	}
 	tx := p.sock.TX()
@@ -499,9 +506,14 @@ func (p *Port) Places() Places {
 	return pl
 }
 
-// Close closes the port's socket. The frames it held go with the UMEM,
-// which its Queue releases.
+// Close settles the port (Settle: a last bounded flush, then what is still
+// on its TX ring is counted as tx_abandoned) and closes its socket. The
+// frames it held go with the UMEM, which its Queue releases.
 func (p *Port) Close() error {
+	if p.closed.Load() {
+		return net.ErrClosed
+	}
+	p.Settle()
 	if p.closed.Swap(true) {
 		return net.ErrClosed
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -96,7 +98,8 @@ func labQueueOpts(t testing.TB, frames int, txCopy bool) (*lab.Topology, *afxdp.
 		t.Fatalf("open queue: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := q.Close(); err != nil {
+		// A test may have closed it itself (a second Close says so).
+		if err := q.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			t.Errorf("close queue: %v", err)
 		}
 		if err := prog.Close(); err != nil {
@@ -317,6 +320,114 @@ func TestCopyPortSendsWholeBatch(t *testing.T) {
 	if arrived != n || out.Copied() != n || tx.Counter("tx") != n {
 		t.Fatalf("one Transmit of %d on the copying port: the sink received %d within 2s (copied %d, port tx %d, kicks %d)",
 			n, arrived, out.Copied(), tx.Counter("tx"), tx.Counter("kicks"))
+	}
+	// All of them left: settling finds nothing to abandon.
+	if got := q.Settle(); got != 0 || tx.Counter("tx") != tx.Counter("completions") {
+		t.Errorf("Settle after every frame left: tx_abandoned %d, tx %d, completions %d; want 0 and tx = completions",
+			got, tx.Counter("tx"), tx.Counter("completions"))
+	}
+}
+
+// receiveAll fills q's fill ring, has the generator send n frames and
+// receives them in one batch (n at most rings.MaxBatch).
+func receiveAll(t *testing.T, topo *lab.Topology, q *afxdp.Queue, n int) *rings.Batch {
+	t.Helper()
+	rx := q.RX()
+	b := rings.NewBatch(rings.MaxBatch, q.Arena())
+	if _, err := rx.Receive(b); err != nil { // fills the fill ring
+		t.Fatalf("receive: %v", err)
+	}
+	send(t, topo, uint64(n))
+	waitOnRX(t, rx, n)
+	b.Clear()
+	if got, err := rx.Receive(b); err != nil || got != n {
+		t.Fatalf("receive: %d frames, %v; want %d at once", got, err, n)
+	}
+	return b
+}
+
+// setLink sets topo's dp1 (the output) down or up.
+func setLink(t *testing.T, topo *lab.Topology, up bool) {
+	t.Helper()
+	if err := lab.Do(topo.DP1.Namespace, func() error {
+		l, err := netlink.LinkByName(topo.DP1.Name)
+		if err != nil {
+			return err
+		}
+		if up {
+			return netlink.LinkSetUp(l)
+		}
+		return netlink.LinkSetDown(l)
+	}); err != nil {
+		t.Fatalf("set %s up=%v: %v", topo.DP1.Name, up, err)
+	}
+}
+
+// TestStuckTXCountedAtClose: frames an output accepted (so the engine
+// counts them as transmitted) that can never leave, because the output's
+// link went down, are counted as tx_abandoned when the port settles and
+// closes, for a copying port (whose flush gives up on them) and for a
+// sharing one (whose completions never come) alike: tx = completions +
+// tx_abandoned, the sink got none of them, and after Settle the port
+// refuses to take more; Close alone settles the same. Before, they went
+// with the socket, counted only as transmitted.
+func TestStuckTXCountedAtClose(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		copying, settled bool // settled: Settle before Close, as the daemon does
+	}{
+		{"copying", true, true}, {"copying_close_only", true, false},
+		{"sharing", false, true}, {"sharing_close_only", false, false},
+	} {
+		copying := tc.copying
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 200 // more than a copy-mode sendto's budget
+			topo, q := labQueueOpts(t, 4096, copying)
+			out := q.Output(topo.DP1.Name)
+			if _, isCopy := out.(*afxdp.CopyPort); isCopy != copying {
+				t.Fatalf("dp1's output is %T, want a CopyPort: %v", out, copying)
+			}
+			tx := q.TX(topo.DP1.Name)
+			if copying {
+				tx = out.(*afxdp.CopyPort).Port()
+			}
+			b := receiveAll(t, topo, q, n)
+			setLink(t, topo, false)
+			before := sinkRX(t, topo)
+			sent, err := out.Transmit(q.Arena(), b.Descs)
+			if err != nil || sent != n {
+				t.Fatalf("transmit with dp1 down: %d of %d, %v (a link down is no error)", sent, n, err)
+			}
+			if copying {
+				q.RX().Recycle(b.Descs) // copied: the engine's frames are free again
+			}
+			if tx.Counter("link_down") == 0 {
+				t.Errorf("no kick refused for the link down (link_down 0, kicks %d)", tx.Counter("kicks"))
+			}
+			if tc.settled {
+				if got := q.Settle(); got != n {
+					t.Errorf("Settle: queue tx_abandoned %d, want the %d frames stuck on dp1's TX ring", got, n)
+				}
+				if _, err := out.Transmit(q.Arena(), b.Descs[:1]); !errors.Is(err, net.ErrClosed) {
+					t.Errorf("transmit after Settle: %v, want net.ErrClosed", err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				t.Fatalf("close queue: %v", err)
+			}
+			// Read after Close: the counters outlive the socket.
+			if got, tc, c := tx.Counter("tx_abandoned"), tx.Counter("tx"), tx.Counter("completions"); got != n || tx.Abandoned() != n || tc != c+got {
+				t.Errorf("after Close: tx_abandoned %d (Abandoned %d), tx %d, completions %d; want %d and tx = completions + tx_abandoned",
+					got, tx.Abandoned(), tc, c, n)
+			}
+			if got := q.RX().Abandoned(); got != 0 {
+				t.Errorf("receive port tx_abandoned %d, want 0 (it sent nothing)", got)
+			}
+			setLink(t, topo, true)
+			if got := sinkRX(t, topo) - before; got != 0 {
+				t.Errorf("the sink received %d frames that were counted abandoned", got)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 
 	"github.com/warpflow/warpflow/dataplane"
@@ -89,6 +90,7 @@ type Queue struct {
 	// copies are the output interfaces whose socket could not share the
 	// UMEM: they copy (CopyPort), and say so.
 	copies map[string]*CopyPort
+	closed bool // by Close: a second Close returns net.ErrClosed
 }
 
 // OpenQueue maps the queue's UMEM and binds its sockets. On failure it
@@ -244,9 +246,26 @@ func (q *Queue) Ports() []*Port {
 func (q *Queue) Interface() string { return q.opts.Interface }
 func (q *Queue) Queue() int        { return q.opts.Queue }
 
+// Settle ends the transmitting of every port of the queue (Port.Settle): a
+// last bounded flush of each TX ring, then what is still on it is counted
+// as its tx_abandoned. It returns the queue's tx_abandoned in all. Call it
+// when the queue's engine has stopped; Close settles too.
+func (q *Queue) Settle() (abandoned uint64) {
+	for _, p := range q.Ports() {
+		p.Settle()
+		abandoned += p.Abandoned()
+	}
+	return abandoned
+}
+
 // Close closes every socket, then unmaps the UMEM unless it is shared
-// (its SharedUMEM's Close does that, after every queue on it).
+// (its SharedUMEM's Close does that, after every queue on it). Each port
+// settles first (Settle). A second Close returns net.ErrClosed.
 func (q *Queue) Close() error {
+	if q.closed {
+		return net.ErrClosed
+	}
+	q.closed = true
 	var errs []error
 	closed := map[*Port]bool{}
 	for _, p := range q.tx {

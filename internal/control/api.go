@@ -387,6 +387,12 @@ type Counts struct {
 	// TXCopied counts packets an output copied into a UMEM of its own
 	// because it could not share the receiving queue's (afxdp.CopyPort).
 	TXCopied uint64 `json:"tx_copied"`
+	// TXAbandoned is the share of Transmitted that never left: frames
+	// still on a TX ring (not completed) when its port stopped, after a
+	// last bounded flush, summed over the queue's sockets (each socket's
+	// tx_abandoned). Zero while the daemon runs; transmitted minus it is
+	// what was sent.
+	TXAbandoned uint64 `json:"tx_abandoned"`
 	// KernelDropped is the sum of KernelDrops: frames the kernel dropped
 	// before the pipeline saw them.
 	KernelDropped uint64      `json:"kernel_dropped"`

@@ -380,6 +380,12 @@ func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
 	}
 	qq.state.Store(queueRunning)
 	err := qq.eng.RunContext(ctx, nil)
+	// The engine is done with the queue's ports: each makes its last
+	// flush and counts what never left its TX ring (tx_abandoned) now,
+	// before the final stats are read, not when Close unmaps the UMEM.
+	if n := qq.q.Settle(); n > 0 {
+		d.log.Warn("frames still on TX rings at stop, never sent", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "tx_abandoned", n)
+	}
 	qq.state.Store(queueStopped)
 	if err != nil && !qq.lost.Load() {
 		d.log.Error("queue stopped", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "err", err)

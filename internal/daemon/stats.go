@@ -73,6 +73,7 @@ func (d *Daemon) queueStats(qq *queue) QueueStats {
 	}
 	var kernel socketDrops
 	for _, p := range qq.q.Ports() {
+		qs.TXAbandoned += p.Abandoned()
 		qs.Sockets = append(qs.Sockets, control.SocketCounters{Port: p.Name(), Counters: socketCounters(p)})
 		if st, err := p.Socket().Stats(); err == nil {
 			kernel.add(st)
@@ -203,6 +204,7 @@ func addCounts(t, q *Counts) {
 	t.Redirected += q.Redirected
 	t.NoSocket += q.NoSocket
 	t.TXCopied += q.TXCopied
+	t.TXAbandoned += q.TXAbandoned
 	t.KernelDropped += q.KernelDropped
 	t.FillRingEmpty += q.FillRingEmpty
 	t.Drops = addDrops(t.Drops, q.Drops)
@@ -273,13 +275,14 @@ func (d *Daemon) logStats(msg string) {
 }
 
 // StatsLine is the stats log line's attributes for s: the totals'
-// verdicts and the kernel's beside them, drops by reason (the workers'
+// verdicts (transmitted with its share that never left beside it,
+// tx_abandoned) and the kernel's beside them, drops by reason (the workers'
 // and, apart, the kernel rules'), the frame places, each stage's busiest
 // own counters and the executor's, as they are declared.
 func StatsLine(s Stats) []any {
 	t := s.Totals
 	attrs := []any{
-		"received", t.Received, "transmitted", t.Transmitted, "dropped", t.Dropped, "passed", t.Passed,
+		"received", t.Received, "transmitted", t.Transmitted, "tx_abandoned", t.TXAbandoned, "dropped", t.Dropped, "passed", t.Passed,
 		"xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed, "balanced", t.Balanced,
 		"drops", dropsValue(t.Drops, false), "xdp_drops", dropsValue(t.Drops, true),
 		"kernel_dropped", t.KernelDropped, "kernel_drops", dropsValue(t.KernelDrops, false),
