@@ -444,6 +444,91 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 // tcpOutOfWindow a non-zero timeout is a cap to lower the expiry to).
 // The entry's seen-reply and assured bits are as before this packet.
 func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict, timeout uint32) {
+	if en.state == tcpEstablished && s.flags&(thSYN|thFIN|thRST|thACK) == thACK &&
+		en.status&(ctStSeenReply|ctStAssured) == ctStSeenReply|ctStAssured {
+		if timeout, ok := tcpEstablishedAck(en, dir&1, s, to); ok {
+			return tcpAccept, timeout
+		}
+	}
+	return tcpPacketGeneral(en, dir, s, to)
+}
+
+// tcpEstablishedAck is tcpPacketGeneral for the segment most of a
+// connection's are: an ACK without SYN, FIN or RST of an assured,
+// ESTABLISHED flow (ESTABLISHED stays, tcpConntracks says, in both
+// directions), in window. It is tcp_in_window with syn, rst and !ack
+// known false and the state machine's tail with the state known, about
+// a third of the instructions (TestTCPEstablishedAckPath holds it to the
+// general path). It reports false, having changed nothing, for a segment
+// that fails any of the window's checks, or whose sender has no window
+// yet: the general path then decides.
+func tcpEstablishedAck(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (timeout uint32, ok bool) {
+	sender, receiver := &en.seen[dir], &en.seen[dir^1]
+	if sender.maxwin == 0 {
+		return 0, false
+	}
+	seq, ack := s.seq, s.ack
+	sack := ack
+	end := seq + s.payload
+	if en.dflags[dir^1]&tcpFlSackPerm != 0 {
+		tcpSack(s.hdr, &sack)
+	}
+	maxAckWin := max(sender.maxwin, tcpMaxAckWinConst)
+	if !before(seq, sender.maxend+1) || !before(sack, receiver.end+1) ||
+		receiver.maxwin != 0 && !after(end, sender.end-receiver.maxwin-1) ||
+		!after(sack, receiver.end-maxAckWin-1) {
+		return 0, false
+	}
+	// tcp_in_window's updates, as tcpInWindow makes them.
+	win := uint32(s.win) << en.wscale(dir)
+	if swin := win + (sack - ack); sender.maxwin < swin {
+		sender.maxwin = swin
+	}
+	if after(end, sender.end) {
+		sender.end = end
+		en.dflags[dir] |= tcpFlDataUnacked
+	}
+	if en.dflags[dir]&tcpFlMaxackSet == 0 {
+		sender.maxack = ack
+		en.dflags[dir] |= tcpFlMaxackSet
+	} else if after(ack, sender.maxack) {
+		sender.maxack = ack
+	}
+	if receiver.maxwin != 0 && after(end, sender.maxend) {
+		receiver.maxwin += end - sender.maxend
+	}
+	if after(sack+win, receiver.maxend-1) {
+		receiver.maxend = sack + win
+		if win == 0 {
+			receiver.maxend++
+		}
+	}
+	if ack == receiver.end {
+		en.dflags[dir^1] &^= tcpFlDataUnacked
+	}
+	if en.lastDir() == dir && en.lastSeq == seq && en.lastAck == ack && en.lastEnd == end && en.lastWin == s.win {
+		en.setRetrans(en.retrans() + 1) // held at 15
+	} else {
+		en.setLast(en.lastIndex(), dir)
+		en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = seq, ack, end, s.win
+		en.setRetrans(0)
+	}
+	// The state machine's tail (tcpPacketGeneral after inWindow).
+	en.setLast(tcpAckSet, dir)
+	est := to.tcp[tcpEstablished]
+	switch {
+	case en.retrans() >= tcpMaxRetrans && est > to.tcp[tcpRetrans]:
+		return to.tcp[tcpRetrans], true
+	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && est > to.tcp[tcpUnack]:
+		return to.tcp[tcpUnack], true
+	case en.lastWin == 0 && est > to.tcp[tcpRetrans]:
+		return to.tcp[tcpRetrans], true
+	}
+	return est, true
+}
+
+// tcpPacketGeneral is tcpPacket for any segment.
+func tcpPacketGeneral(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict, timeout uint32) {
 	oldState := en.state
 	index := tcpIndex(s.flags)
 	newState := tcpConntracks[dir&1][min(index, uint8(tcpNumIndex-1))][min(oldState, uint8(tcpNumStates-1))] // clamped: no bounds checks

@@ -1,0 +1,99 @@
+package pipelines
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTCPEstablishedAckPath holds tcpEstablishedAck to tcpPacketGeneral:
+// random assured ESTABLISHED entries (windows, scales, flags, the last
+// segment noted, retransmission counts) and random ACK segments around
+// their windows' edges (SACK blocks or not, a zero window or not). Where
+// the fast path takes a segment, the general path must give the same
+// verdict and timeout and leave the entry byte for byte the same; where
+// it declines, it must have changed nothing.
+func TestTCPEstablishedAckPath(t *testing.T) {
+	for dir := range uint8(2) {
+		if got := tcpConntracks[dir][tcpAckSet][tcpEstablished]; got != tcpEstablished {
+			t.Fatalf("direction %d: an ACK moves ESTABLISHED to %s: the fast path's premise is wrong", dir, tcpStateNames[got])
+		}
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	to := defaultCTTimeouts()
+	near := func(base uint32) uint32 { // a value around an edge, or anywhere
+		switch rnd.IntN(4) {
+		case 0:
+			return rnd.Uint32()
+		case 1:
+			return base + uint32(rnd.IntN(5)) - 2
+		}
+		return base + uint32(rnd.IntN(200000)) - 100000
+	}
+	taken, declined := 0, 0
+	for it := range 300_000 {
+		var en ctEntry
+		en.state = tcpEstablished
+		en.status = ctStUsed | ctStSeenReply | ctStAssured
+		for d := range 2 {
+			base := rnd.Uint32()
+			sd := &en.seen[d]
+			sd.end, sd.maxend = base, base+uint32(rnd.IntN(1<<20))
+			if rnd.IntN(4) == 0 {
+				sd.maxend = base + uint32(rnd.IntN(4)) // at the edge
+			}
+			sd.maxwin = uint32(rnd.IntN(1 << 20))
+			if rnd.IntN(8) == 0 {
+				sd.maxwin = 0
+			}
+			sd.maxack = near(base)
+			en.dflags[d] = uint8(rnd.IntN(256))
+			en.setWscale(uint8(d), uint8(rnd.IntN(15)))
+		}
+		en.tcpLast = uint8(rnd.IntN(256))
+		en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = rnd.Uint32(), rnd.Uint32(), rnd.Uint32(), uint16(rnd.Uint32())
+		dir := uint8(rnd.IntN(2))
+		snd, rcv := en.seen[dir], en.seen[dir^1]
+		var seg tcpSeg
+		seg.flags = thACK | [4]uint8{0, thPSH, thECE, thCWR | thURG}[rnd.IntN(4)]
+		seg.seq = near(snd.end)
+		seg.ack = near(rcv.end)
+		seg.win = uint16(rnd.Uint32())
+		if rnd.IntN(6) == 0 {
+			seg.win = 0
+		}
+		seg.payload = uint32(rnd.IntN(1500))
+		hdr := make([]byte, 20, 60)
+		if rnd.IntN(3) == 0 { // a SACK block past the ack, sometimes
+			right := seg.ack + uint32(rnd.IntN(100000))
+			hdr = append(hdr, 1, 1, 5, 10, 0, 0, 0, 0, 0, 0, 0, 0)
+			binary.BigEndian.PutUint32(hdr[24:], right-100)
+			binary.BigEndian.PutUint32(hdr[28:], right)
+		}
+		seg.hdr = hdr
+		if rnd.IntN(4) == 0 { // a repeat of the last segment
+			en.setLast(en.lastIndex(), dir)
+			en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = seg.seq, seg.ack, seg.seq+seg.payload, seg.win
+		}
+		before := en
+		fast := en
+		ft, ok := tcpEstablishedAck(&fast, dir, &seg, &to)
+		if !ok {
+			if fast != before {
+				t.Fatalf("iteration %d: declined but changed the entry\nbefore %+v\nafter  %+v", it, before, fast)
+			}
+			declined++
+			continue
+		}
+		taken++
+		gen := en
+		gv, gt := tcpPacketGeneral(&gen, dir, &seg, &to)
+		if gv != tcpAccept || gt != ft || gen != fast {
+			t.Fatalf("iteration %d (dir %d, seg %+v): fast accept/%d\n%+v\ngeneral %d/%d\n%+v", it, dir, seg, ft, fast, gv, gt, gen)
+		}
+	}
+	if taken < 30_000 || declined < 30_000 {
+		t.Fatalf("the draw does not cover both paths: %d taken, %d declined", taken, declined)
+	}
+	t.Logf("%d segments taken by the fast path, %d declined", taken, declined)
+}
