@@ -757,7 +757,8 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	if m.Flags&rings.FlagL4 == 0 || l4+tcpMinHdr > len(p) {
 		return s.invalid(b, i, ctrMalformed)
 	}
-	doff := int(p[l4+12]>>4) * 4
+	th := (*[tcpMinHdr]byte)(p[l4 : l4+tcpMinHdr]) // the fixed header: one bounds check
+	doff := int(th[12]>>4) * 4
 	v6 := m.Flags&rings.FlagIPv6 != 0
 	end := ctIPEnd(p, l3, v6)
 	if doff < tcpMinHdr || l4+doff > end {
@@ -766,7 +767,7 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	if s.t.checksum && m.Flags&rings.FlagFragment == 0 && !l4ChecksumOK(p, l3, l4, end, v6, 6) {
 		return s.invalid(b, i, ctrChecksum)
 	}
-	flags := p[l4+13]
+	flags := th[13]
 	if !tcpValidFlags[flags&^(thECE|thCWR|thPSH)&0x3f] {
 		return s.invalid(b, i, ctrTCPFlags)
 	}
@@ -777,8 +778,8 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	// function's samples in a profile of the stateful row).
 	var seg tcpSeg
 	seg.hdr, seg.flags = p[l4:l4+doff], flags
-	seg.seq, seg.ack = binary.BigEndian.Uint32(p[l4+4:]), binary.BigEndian.Uint32(p[l4+8:])
-	seg.win, seg.payload = binary.BigEndian.Uint16(p[l4+14:]), uint32(end-l4-doff)
+	seg.seq, seg.ack = binary.BigEndian.Uint32(th[4:]), binary.BigEndian.Uint32(th[8:])
+	seg.win, seg.payload = binary.BigEndian.Uint16(th[14:]), uint32(end-l4-doff)
 	t := s.tab
 	for range 2 { // a reopened flow is looked up again, once
 		e, dir, ok := s.findPacket(m, k)
