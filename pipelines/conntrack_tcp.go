@@ -398,6 +398,18 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 	if !syn {
 		win <<= en.wscale(dir)
 	}
+	tcpWindowUpdate(en, dir, s, seq, ack, sack, end, win, hasAck, index == tcpAckSet)
+	return tcpWinAccept
+}
+
+// tcpWindowUpdate is tcp_in_window's bookkeeping for a segment it
+// accepts (win already scaled): the sender's window and ends, the
+// receiver's, the data-unacknowledged flags and, for an ACK-only
+// segment, the last segment noted for retransmission counting. The one
+// copy of it, for tcpInWindow and tcpEstablishedAck.
+func tcpWindowUpdate(en *ctEntry, dir uint8, s *tcpSeg, seq, ack, sack, end, win uint32, hasAck, ackOnly bool) {
+	dir &= 1
+	sender, receiver := &en.seen[dir], &en.seen[dir^1]
 	swin := win + (sack - ack)
 	if sender.maxwin < swin {
 		sender.maxwin = swin
@@ -426,7 +438,7 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 	if ack == receiver.end {
 		en.dflags[dir^1] &^= tcpFlDataUnacked
 	}
-	if index == tcpAckSet {
+	if ackOnly {
 		if en.lastDir() == dir && en.lastSeq == seq && en.lastAck == ack && en.lastEnd == end && en.lastWin == s.win {
 			en.setRetrans(en.retrans() + 1) // held at 15
 		} else {
@@ -435,7 +447,22 @@ func tcpInWindow(en *ctEntry, dir, index uint8, s *tcpSeg) tcpInWindowResult {
 			en.setRetrans(0)
 		}
 	}
-	return tcpWinAccept
+}
+
+// tcpTimeout is the state machine's choice of timeout for an accepted
+// segment of kind index that left the entry in state newState.
+func tcpTimeout(en *ctEntry, index, newState uint8, to *ctTimeouts) uint32 {
+	switch {
+	case en.retrans() >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
+		return to.tcp[tcpRetrans]
+	case index == tcpRstSet:
+		return to.tcp[tcpClose]
+	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && to.tcp[newState] > to.tcp[tcpUnack]:
+		return to.tcp[tcpUnack]
+	case en.lastWin == 0 && to.tcp[newState] > to.tcp[tcpRetrans]:
+		return to.tcp[tcpRetrans]
+	}
+	return to.tcp[newState]
 }
 
 // tcpPacket is Linux's nf_conntrack_tcp_packet after the checks and
@@ -479,52 +506,11 @@ func tcpEstablishedAck(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (timeo
 		!after(sack, receiver.end-maxAckWin-1) {
 		return 0, false
 	}
-	// tcp_in_window's updates, as tcpInWindow makes them.
 	win := uint32(s.win) << en.wscale(dir)
-	if swin := win + (sack - ack); sender.maxwin < swin {
-		sender.maxwin = swin
-	}
-	if after(end, sender.end) {
-		sender.end = end
-		en.dflags[dir] |= tcpFlDataUnacked
-	}
-	if en.dflags[dir]&tcpFlMaxackSet == 0 {
-		sender.maxack = ack
-		en.dflags[dir] |= tcpFlMaxackSet
-	} else if after(ack, sender.maxack) {
-		sender.maxack = ack
-	}
-	if receiver.maxwin != 0 && after(end, sender.maxend) {
-		receiver.maxwin += end - sender.maxend
-	}
-	if after(sack+win, receiver.maxend-1) {
-		receiver.maxend = sack + win
-		if win == 0 {
-			receiver.maxend++
-		}
-	}
-	if ack == receiver.end {
-		en.dflags[dir^1] &^= tcpFlDataUnacked
-	}
-	if en.lastDir() == dir && en.lastSeq == seq && en.lastAck == ack && en.lastEnd == end && en.lastWin == s.win {
-		en.setRetrans(en.retrans() + 1) // held at 15
-	} else {
-		en.setLast(en.lastIndex(), dir)
-		en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = seq, ack, end, s.win
-		en.setRetrans(0)
-	}
+	tcpWindowUpdate(en, dir, s, seq, ack, sack, end, win, true, true)
 	// The state machine's tail (tcpPacketGeneral after inWindow).
 	en.setLast(tcpAckSet, dir)
-	est := to.tcp[tcpEstablished]
-	switch {
-	case en.retrans() >= tcpMaxRetrans && est > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans], true
-	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && est > to.tcp[tcpUnack]:
-		return to.tcp[tcpUnack], true
-	case en.lastWin == 0 && est > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans], true
-	}
-	return est, true
+	return tcpTimeout(en, tcpAckSet, tcpEstablished, to), true
 }
 
 // tcpPacketGeneral is tcpPacket for any segment.
@@ -648,18 +634,7 @@ inWindow:
 	if oldState != newState && newState == tcpFinWait {
 		en.dflags[dir] |= tcpFlCloseInit
 	}
-	switch {
-	case en.retrans() >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
-		timeout = to.tcp[tcpRetrans]
-	case index == tcpRstSet:
-		timeout = to.tcp[tcpClose]
-	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && to.tcp[newState] > to.tcp[tcpUnack]:
-		timeout = to.tcp[tcpUnack]
-	case en.lastWin == 0 && to.tcp[newState] > to.tcp[tcpRetrans]:
-		timeout = to.tcp[tcpRetrans]
-	default:
-		timeout = to.tcp[newState]
-	}
+	timeout = tcpTimeout(en, index, newState, to)
 	if !seenReply {
 		if s.flags&thRST != 0 {
 			return tcpKill, 0 // the only reply was a RST: no connection
