@@ -623,39 +623,17 @@ func (s *ctStage) findPacket(m *rings.Meta, k *ctTuple) (e uint32, dir uint8, ok
 	if c := s.slot; c != 0 && s.h != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
-		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) && tuple4Is(en, dir, m) {
-			if en.status&ctStTentative == 0 && t.expired(en) {
-				s.drop(e, ctcExpiries)
-				s.keyAddrs(m, k)
-				k.sport, k.dport = m.SrcPort, m.DstPort
-				return 0, 0, false
+		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
+			tuple4Eq(en, dir, binary.LittleEndian.Uint32(m.SrcIP[:4]), binary.LittleEndian.Uint32(m.DstIP[:4]), m.SrcPort, m.DstPort) {
+			if en.status&ctStTentative != 0 || !t.expired(en) {
+				return e, dir, true
 			}
-			return e, dir, true
+			s.drop(e, ctcExpiries) // and find, below, finds nothing
 		}
 	}
 	s.keyAddrs(m, k)
 	k.sport, k.dport = m.SrcPort, m.DstPort
 	return s.find(k, -1)
-}
-
-// tuple4Is reports whether IPv4 entry en's direction dir tuple is packet
-// m's addresses and ports (tupleIs for a tuple not built: the original
-// as it arrived, the reply reversed with the translation).
-func tuple4Is(en *ctEntry, dir uint8, m *rings.Meta) bool {
-	le := binary.LittleEndian
-	src, dst := le.Uint32(m.SrcIP[:4]), le.Uint32(m.DstIP[:4])
-	if dir == 0 {
-		return le.Uint32(en.src[:4]) == src && le.Uint32(en.dst[:4]) == dst && en.sport == m.SrcPort && en.dport == m.DstPort
-	}
-	rs, rsp := le.Uint32(en.dst[:4]), en.dport
-	if en.status&ctStDNAT != 0 {
-		rs, rsp = le.Uint32(en.dst[4:8]), en.natDport()
-	}
-	rd, rdp := le.Uint32(en.src[:4]), en.sport
-	if en.status&ctStSNAT != 0 {
-		rd, rdp = le.Uint32(en.src[4:8]), en.natSport()
-	}
-	return rs == src && rd == dst && rsp == m.SrcPort && rdp == m.DstPort
 }
 
 // find looks k up, removing the entry it finds when it has expired. The

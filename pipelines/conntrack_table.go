@@ -333,26 +333,32 @@ func (t *ctTable) tupleIs(en *ctEntry, dir uint8, k *ctTuple) bool {
 		return false
 	}
 	if !k.v6 {
-		// IPv4, compared in place (the NAT bytes are not part of the
-		// addresses): the original as it arrived, the reply reversed
-		// with the translation.
-		if dir == 0 {
-			return [4]byte(en.src[:4]) == [4]byte(k.src[:4]) && [4]byte(en.dst[:4]) == [4]byte(k.dst[:4]) &&
-				en.sport == k.sport && en.dport == k.dport
-		}
-		rs, rsp := [4]byte(en.dst[:4]), en.dport
-		if en.status&ctStDNAT != 0 {
-			rs, rsp = en.natDst(), en.natDport()
-		}
-		rd, rdp := [4]byte(en.src[:4]), en.sport
-		if en.status&ctStSNAT != 0 {
-			rd, rdp = en.natSrc(), en.natSport()
-		}
-		return rs == [4]byte(k.src[:4]) && rd == [4]byte(k.dst[:4]) && rsp == k.sport && rdp == k.dport
+		le := binary.LittleEndian
+		return tuple4Eq(en, dir, le.Uint32(k.src[:4]), le.Uint32(k.dst[:4]), k.sport, k.dport)
 	}
 	var r ctTuple
 	t.tupleOf(en, dir, &r)
 	return r.src == k.src && r.dst == k.dst && r.sport == k.sport && r.dport == k.dport
+}
+
+// tuple4Eq reports whether IPv4 entry en's direction dir tuple has
+// these addresses (little-endian words of their bytes) and ports,
+// compared in place (the NAT bytes are not part of the addresses): the
+// original as it arrived, the reply reversed with the translation.
+func tuple4Eq(en *ctEntry, dir uint8, src, dst uint32, sport, dport uint16) bool {
+	le := binary.LittleEndian
+	if dir == 0 {
+		return le.Uint32(en.src[:4]) == src && le.Uint32(en.dst[:4]) == dst && en.sport == sport && en.dport == dport
+	}
+	rs, rsp := le.Uint32(en.dst[:4]), en.dport
+	if en.status&ctStDNAT != 0 {
+		rs, rsp = le.Uint32(en.dst[4:8]), en.natDport()
+	}
+	rd, rdp := le.Uint32(en.src[:4]), en.sport
+	if en.status&ctStSNAT != 0 {
+		rd, rdp = le.Uint32(en.src[4:8]), en.natSport()
+	}
+	return rs == src && rd == dst && rsp == sport && rdp == dport
 }
 
 // insertSlot adds the index slot of entry e's direction dir (hash h).
