@@ -32,9 +32,10 @@ import (
 //
 // Time. Every entry has an expiry on the packets' clock (Meta.Time, ms,
 // wrapping: compared by signed difference). An expired entry is removed
-// when a lookup meets it or when the sweep, which looks at a few entries
-// per batch in array order, passes it; so an idle table keeps its entries
-// until traffic resumes, and no timer runs.
+// when a lookup meets it or when the sweep, which goes through the table
+// in array order once per ctSweepPeriod of the packets' clock, passes it;
+// so an idle table keeps its entries until traffic resumes, and no timer
+// runs.
 //
 // Eviction when full: a new flow takes the first of up to
 // ctEvictScan entries at the sweep hand that has expired or, failing
