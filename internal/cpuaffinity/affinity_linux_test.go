@@ -166,8 +166,11 @@ func TestMain(m *testing.M) {
 		for range n {
 			fmt.Println("new thread:", <-out)
 		}
-		close(hold)
+		// Read the masks while the locked goroutines still hold their
+		// threads: a locked goroutine that returns takes its thread with
+		// it, and a thread gone between the readdir and the read is ESRCH.
 		fmt.Println("threads:", threadMasks(os.Getpid()))
+		close(hold)
 		os.Exit(0)
 	}
 }
@@ -182,8 +185,11 @@ func threadMasks(pid int) string {
 	for _, e := range tasks {
 		tid, _ := strconv.Atoi(e.Name())
 		cpus, err := TaskCPUs(tid)
+		if errors.Is(err, unix.ESRCH) {
+			continue // exited since the readdir: it runs nowhere
+		}
 		if err != nil {
-			parts = append(parts, fmt.Sprintf("%d=%v", tid, err))
+			parts = append(parts, fmt.Sprintf("%d=error:%s", tid, strings.ReplaceAll(err.Error(), " ", "_")))
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%d=%v", tid, cpus))
