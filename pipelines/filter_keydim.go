@@ -144,6 +144,13 @@ func (c *filterClassifier) preHits(meta []rings.Meta, idx []uint16, hit []uint64
 				x := min((portKey(m, m.SrcPort)-base)>>sh, nb)
 				hit[k] |= bm[x>>6] >> (x & 63)
 			}
+		case dCT:
+			// The stateful pipelines' gate (ct: invalid, ct: new, ...):
+			// a loop of its own rather than keyDim's call a packet.
+			for k, i := range idx {
+				x := min((uint64(meta[i].CT&(rings.CTStateMask|rings.CTReply))-base)>>sh, nb)
+				hit[k] |= bm[x>>6] >> (x & 63)
+			}
 		default:
 			for k, i := range idx {
 				x := min((keyDim(&meta[i], g.dim)-base)>>sh, nb)

@@ -130,6 +130,19 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 		bySport = append(bySport, filterRule{srcPort: []portRange{{lo: uint16(1000 + 7*i), hi: uint16(1000 + 7*i + i%3)}}})
 	}
 	sets = append(sets, bySport)
+	// Rules on conntrack state, as a stateful pipeline's filter has them
+	// (ct: invalid, ct: new with a port): the ct loop gets a pre-gate.
+	sets = append(sets, []filterRule{
+		{ctStates: 1 << rings.CTInvalid, action: Target{Drop: "invalid"}},
+		{ctStates: 1 << rings.CTNew, proto: []uint16{6}, dstPort: []portRange{{lo: 23, hi: 23}}},
+	})
+	var byCT []filterRule
+	for i := range 40 {
+		byCT = append(byCT, filterRule{ctStates: uint8(1 + rnd.IntN(31)), ctDirs: uint8(1 + rnd.IntN(2)), dstPort: []portRange{{lo: uint16(2000 + 5*i), hi: uint16(2000 + 5*i)}}})
+	}
+	sets = append(sets, byCT)
+	// Rules on one direction alone: the ct gate must read the reply bit.
+	sets = append(sets, []filterRule{{ctStates: 1<<rings.CTNew | 1<<rings.CTEstablished, ctDirs: 1}, {ctStates: 1 << rings.CTInvalid, ctDirs: 2}})
 	for range 150 {
 		force := 1 + rnd.IntN(127)
 		rules := make([]filterRule, 40+rnd.IntN(100))
@@ -170,6 +183,7 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 			if i%3 == 0 {
 				meta[i] = missMetas(1)[0]
 			}
+			meta[i].CT = uint8(rnd.IntN(5)) | uint8(rnd.IntN(2))*rings.CTReply
 		}
 		idx = idx[:0]
 		for i := range meta {
@@ -186,7 +200,7 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 			}
 		}
 	}
-	for _, d := range []uint8{dSrcHi, dDstHi, dSport, dDport, dClass} {
+	for _, d := range []uint8{dSrcHi, dDstHi, dSport, dDport, dClass, dCT} {
 		if dims[d] == 0 {
 			t.Errorf("no pre-gate on dimension %d: its loop is not exercised", d)
 		}
