@@ -392,9 +392,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		for len(idx) > 0 {
 			c := min(len(idx), ctChunk)
 			s.hashes(b, idx[:c]) // and prefetches each index line
-			for k := range c {
-				s.candidate(k)
-			}
+			s.candidates(c)
 			for k, i := range idx[:c] {
 				s.h, s.slot = s.hint[k], s.cand[k]
 				next[k] = s.track(b, int(i))
@@ -445,18 +443,21 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	}
 }
 
-// candidate finds packet j's slot in the index (its line prefetched by
-// the pass before) as the warm pass does, keeps it in cand, and
-// prefetches the entry it names.
-func (s *ctStage) candidate(j int) {
-	s.cand[j] = 0
-	if s.hint[j] == 0 {
-		return
-	}
+// candidates finds each of the chunk's first n packets' slot in the
+// index (its line prefetched by the pass before) as the warm pass does,
+// keeps it in cand, and prefetches the entry it names. One loop, not a
+// call a packet: the call cost some ten instructions a packet.
+func (s *ctStage) candidates(n int) {
 	t := s.tab
-	if v := t.slotOf(uint32(s.hint[j])); v != 0 {
-		s.cand[j] = v
-		prefetchEntry(&t.ent[v>>1-1])
+	for j, h := range s.hint[:n] {
+		s.cand[j] = 0
+		if h == 0 {
+			continue
+		}
+		if v := t.slotOf(uint32(h)); v != 0 {
+			s.cand[j] = v
+			prefetchEntry(&t.ent[v>>1-1])
+		}
 	}
 }
 
