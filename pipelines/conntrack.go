@@ -427,7 +427,7 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 		}
 		var h uint32
 		if m.Flags&rings.FlagIPv6 == 0 {
-			h = ctHash4(&m.SrcIP, &m.DstIP, m.SrcPort, m.DstPort, m.IPProto, s.zone(m))
+			h = ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
 		} else {
 			ctAddrs(m, &k)
 			k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort

@@ -196,10 +196,10 @@ type ctTuple struct {
 // hash returns the tuple's directional 32-bit hash. (An index slot is
 // never 0 whatever the hash: its low half holds entry+1.)
 func (t *ctTuple) hash() uint32 {
+	ports := ctPortWord(t.sport, t.dport, t.proto, t.zone)
 	if !t.v6 {
-		return ctHash4(&t.src, &t.dst, t.sport, t.dport, t.proto, t.zone)
+		return ctHash4(ctAddrWord(&t.src, &t.dst), ports)
 	}
-	ports := uint64(t.sport)<<16 | uint64(t.dport) | uint64(t.proto)<<32 | uint64(t.zone)<<40
 	h := balanceMix(ctSeed^1, binary.LittleEndian.Uint64(t.src[0:8]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[0:8]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(t.src[8:16]))
@@ -207,14 +207,25 @@ func (t *ctTuple) hash() uint32 {
 	return balanceFinal(balanceMix(h, ports))
 }
 
-// ctHash4 is an IPv4 tuple's hash (addresses in bytes 0-3 of src and
-// dst): both addresses in one word, the rest in another. The conntrack
-// stage's hashing pass calls it on the packet's metadata, without
-// building the tuple.
-func ctHash4(src, dst *[16]byte, sport, dport uint16, proto uint8, zone uint16) uint32 {
-	ports := uint64(sport)<<16 | uint64(dport) | uint64(proto)<<32 | uint64(zone)<<40
-	a := uint64(binary.LittleEndian.Uint32(src[0:4])) | uint64(binary.LittleEndian.Uint32(dst[0:4]))<<32
-	return balanceFinal(balanceMix(balanceMix(ctSeed, a), ports))
+// ctHash4 is an IPv4 tuple's hash from its two words: both addresses in
+// one (ctAddrWord), the rest in the other (ctPortWord). The conntrack
+// stage's hashing pass calls it on words built from the packet's
+// metadata, without building the tuple; in three pieces each is small
+// enough to inline there (one function of it was not, and its call cost
+// the pass a dozen instructions a packet of registers saved around it).
+func ctHash4(addrs, ports uint64) uint32 {
+	return balanceFinal(balanceMix(balanceMix(ctSeed, addrs), ports))
+}
+
+// ctAddrWord is an IPv4 tuple's addresses (bytes 0-3 of src and dst) as
+// one word.
+func ctAddrWord(src, dst *[16]byte) uint64 {
+	return uint64(binary.LittleEndian.Uint32(src[0:4])) | uint64(binary.LittleEndian.Uint32(dst[0:4]))<<32
+}
+
+// ctPortWord is a tuple's ports, protocol and zone as one word.
+func ctPortWord(sport, dport uint16, proto uint8, zone uint16) uint64 {
+	return uint64(sport)<<16 | uint64(dport) | uint64(proto)<<32 | uint64(zone)<<40
 }
 
 const ctSeed = 0x3c6ef372fe94f82b
