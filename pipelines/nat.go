@@ -421,36 +421,44 @@ func (s *natStage) count(k int, n uint32) {
 	s.live.mark(k)
 }
 
-// Process translates every tracked IPv4 packet of the vector.
+// Process translates every tracked IPv4 packet of the vector. The
+// common packet (a tracked flow's, its translation decided and counted,
+// not an ICMP error) is translated here in the loop: what oneGeneral
+// would do for it, with its tests folded into one and its count summed
+// over the vector (a call a packet and a count a packet cost some 25
+// instructions a packet in the stateful row); any other packet takes
+// oneGeneral.
 func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
+	next = next[:len(idx)]
+	var pkts, bytes uint64
+	ct := s.ct
 	for k, i := range idx {
-		next[k] = s.one(b, int(i))
-	}
-}
-
-// one translates packet i. The common packet (a tracked flow's, its
-// translation decided and counted, not an ICMP error) takes the first
-// branch: what oneGeneral would do for it, with its tests folded into
-// one (some 60 instructions a packet fewer in the stateful row).
-func (s *natStage) one(b *rings.Batch, i int) Edge {
-	m := &b.Meta[i]
-	if ct := s.ct; ct != nil && m.Flags&rings.FlagIPv4 != 0 && uint(i) < uint(len(ct.cur)) {
-		if c := ct.cur[i]; c != 0 && ct.curSeq[i] == m.Seq {
-			en := &ct.tab.ent[c-1]
-			st, nf := en.status, en.natFlags()
-			if st&ctStNATDone != 0 && st&(ctStSNAT|ctStDNAT) != 0 && nf&(natFExhausted|natFCounted) == natFCounted &&
-				m.CT&rings.CTStateMask != rings.CTRelated {
-				dir := uint8(0)
-				if m.CT&rings.CTReply != 0 {
-					dir = 1
+		m := &b.Meta[i]
+		if ct != nil && m.Flags&rings.FlagIPv4 != 0 && int(i) < len(ct.cur) {
+			if c := ct.cur[i]; c != 0 && ct.curSeq[i] == m.Seq {
+				en := &ct.tab.ent[c-1]
+				st, nf := en.status, en.natFlags()
+				if st&ctStNATDone != 0 && st&(ctStSNAT|ctStDNAT) != 0 && nf&(natFExhausted|natFCounted) == natFCounted &&
+					m.CT&rings.CTStateMask != rings.CTRelated {
+					dir := uint8(0)
+					if m.CT&rings.CTReply != 0 {
+						dir = 1
+					}
+					natPacket(b.Packet(int(i)), m, en, dir)
+					pkts++
+					bytes += uint64(b.Descs[i].Len)
+					next[k] = 0
+					continue
 				}
-				natPacket(b.Packet(i), m, en, dir)
-				s.count(natcTranslated, b.Descs[i].Len)
-				return 0
 			}
 		}
+		next[k] = s.oneGeneral(b, int(i))
 	}
-	return s.oneGeneral(b, i)
+	if pkts != 0 {
+		s.c[natcTranslated] += pkts
+		s.bytes[natcTranslated] += bytes
+		s.live.mark(natcTranslated)
+	}
 }
 
 // oneGeneral translates packet i, whatever it is.

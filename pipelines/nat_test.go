@@ -586,3 +586,83 @@ func TestNATPacketPaths(t *testing.T) {
 		t.Fatalf("only %d packets took the fast path", fast)
 	}
 }
+
+// TestNATCountsEveryPacket: the nat stage's counters, cumulative and as
+// published, account for every packet of a vector by its path: the
+// translated count and bytes of a flow's first packets (the general
+// path), of its later packets both ways (the common path, summed over
+// the vector), and the not_ipv4 and untracked packets beside them.
+func TestNATCountsEveryPacket(t *testing.T) {
+	s := newSFRig(t, natYAML(masq))
+	const flows = 40
+	var want, wantBytes uint64
+	var mixed [][]byte
+	for i := range flows {
+		c := fmt.Sprintf("10.0.%d.%d", i/200, 1+i%200)
+		p := sfUDP(t, c, srv, uint16(4000+i), 53, i)
+		if o := s.one(p); o.reason != "tx:out" {
+			t.Fatalf("flow %d first packet: %s", i, o.reason)
+		}
+		want++
+		wantBytes += uint64(len(p))
+		// The flow's next packet, out and back, in one mixed vector.
+		q := sfUDP(t, c, srv, uint16(4000+i), 53, 2*i)
+		mixed = append(mixed, q)
+		want++
+		wantBytes += uint64(len(q))
+	}
+	// The replies go to the translated address and port.
+	for i := range flows {
+		o := s.send(mixed[i])[0]
+		if o.reason != "tx:out" {
+			t.Fatalf("flow %d: %s", i, o.reason)
+		}
+		a, b, sp, dp := pktTuple(o.pkt)
+		later := sfUDP(t, b, a, dp, sp, 3)
+		mixed[i] = later
+		want++
+		wantBytes += uint64(len(later))
+	}
+	// Not IPv4 and not tracked: an IPv6 datagram.
+	v6 := sfUDP(t, "2001:db8::1", "2001:db8::2", 5, 6, 1)
+	mixed = append(mixed, v6)
+	outs := s.send(mixed...)
+	for i, o := range outs[:flows] {
+		if o.reason != "tx:out" || ctClass(o.m.CT) != "established/reply" {
+			t.Fatalf("reply %d: %s %s", i, o.reason, ctClass(o.m.CT))
+		}
+		if d, _, _, _ := pktTuple(o.pkt); d != srv {
+			t.Fatalf("reply %d from %s, want %s", i, d, srv)
+		}
+	}
+	nat := s.stage("nat")
+	got := map[string]Counter{}
+	for _, c := range stReport(nat) {
+		got[c.Key] = c
+	}
+	if c := got["translated"]; c.Packets != want || c.Bytes != wantBytes {
+		t.Errorf("translated %d packets %d bytes, want %d and %d", c.Packets, c.Bytes, want, wantBytes)
+	}
+	if c := got["not_ipv4"]; c.Packets != 1 || c.Bytes != uint64(len(v6)) {
+		t.Errorf("not_ipv4 %+v, want 1 packet of %d bytes", c, len(v6))
+	}
+	if c := got["snat"]; c.Packets != flows {
+		t.Errorf("snat sessions %d, want %d", c.Packets, flows)
+	}
+	// The published counters are the same once the runner publishes.
+	s.r.Publish()
+	for _, c := range runnerList(s.r, true) {
+		if c.Stage != "nat" {
+			continue
+		}
+		if g := got[c.Key]; g != c.Counter {
+			t.Errorf("published %s %+v, cumulative %+v", c.Key, c.Counter, g)
+		}
+		delete(got, c.Key)
+	}
+	for k, c := range got {
+		if c.Packets != 0 || c.Bytes != 0 {
+			t.Errorf("counter %s %+v not published", k, c)
+		}
+	}
+}
