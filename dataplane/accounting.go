@@ -52,7 +52,7 @@ var framePlaces = [...]FramePlace{
 	{"kernel_tx", "taken by the kernel from the TX ring, not yet on the completion ring", func(a *FrameAccount) *int { return &a.KernelTX }},
 	{"completion", "on a completion ring, not yet taken back", func(a *FrameAccount) *int { return &a.Completion }},
 	{"output", "held by a Completer output that does not report its own places (accepted minus completed)", func(a *FrameAccount) *int { return &a.Output }},
-	{"lost", "never given back by a Completer within Options.DrainTimeout (a reporting port keeps counting its own in its places)", func(a *FrameAccount) *int { return &a.Lost }},
+	{"lost", "never given back by a Completer within Options.DrainTimeout (a reporting port, such as a sharing AF_XDP output, keeps counting its own in its places: Stats.FramesLost, frames_lost, counts both)", func(a *FrameAccount) *int { return &a.Lost }},
 	{"unreported", "held by an input that does not report its places (a replay port): the arena's frames minus every place above", func(a *FrameAccount) *int { return &a.Unreported }},
 }
 

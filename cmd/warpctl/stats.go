@@ -119,6 +119,11 @@ func printStats(w io.Writer, s control.Stats, prev *control.Stats, dt time.Durat
 		// TX ring when the port stopped: they never left.
 		fmt.Fprintf(w, "of the transmitted, %d never left: tx_abandoned (on a TX ring, not completed, when its port stopped)\n", t.TXAbandoned)
 	}
+	if t.FramesLost > 0 {
+		// Frames, not verdicts: counted as transmitted when an output
+		// that owns its frames took them, never given back by it.
+		fmt.Fprintf(w, "frames lost %d: frames_lost (taken by an output, transmitted, never given back within the drain at stop; the accounting above still holds)\n", t.FramesLost)
+	}
 	if kernelRules {
 		fmt.Fprintf(w, "dropped %d in all: %d by the XDP program's kernel rules (no worker saw them), %d by the workers\n", t.Dropped+t.XDPDropped, t.XDPDropped, t.Dropped)
 	}

@@ -93,3 +93,22 @@ func TestStatsAbandoned(t *testing.T) {
 		t.Errorf("stats output names tx_abandoned with none:\n%s", buf.String())
 	}
 }
+
+// TestStatsFramesLost: frames an output never gave back at stop are named
+// under the accounting line (which still balances), and a daemon with
+// none says nothing of them.
+func TestStatsFramesLost(t *testing.T) {
+	s := control.Stats{Pipeline: "demo", Totals: control.Counts{Received: 10, Transmitted: 10, FramesLost: 6, Balanced: true}}
+	var buf bytes.Buffer
+	printStats(&buf, s, nil, 0)
+	out := buf.String()
+	if !strings.Contains(out, "accounting OK: received 10 = transmitted 10") || !strings.Contains(out, "frames lost 6: frames_lost") {
+		t.Errorf("stats output does not name the lost frames beside a balanced accounting line:\n%s", out)
+	}
+	s.Totals.FramesLost = 0
+	buf.Reset()
+	printStats(&buf, s, nil, 0)
+	if strings.Contains(buf.String(), "frames_lost") {
+		t.Errorf("stats output names frames_lost with none:\n%s", buf.String())
+	}
+}

@@ -393,6 +393,16 @@ type Counts struct {
 	// tx_abandoned). Zero while the daemon runs; transmitted minus it is
 	// what was sent.
 	TXAbandoned uint64 `json:"tx_abandoned"`
+	// FramesLost counts UMEM frames, not verdicts: the frames an output
+	// that owns what it transmits (a sharing AF_XDP output, a
+	// dataplane.Completer) had not given back when the queue's engine
+	// stopped, after Options.DrainTimeout (dataplane.Stats.FramesLost,
+	// the engine's ErrFramesLost). Each was counted as transmitted when
+	// the output took it, so it is a share of Transmitted and Balanced
+	// holds whatever it is. Zero while the queue's engine runs. The
+	// frames place "lost" has only those of an output that does not
+	// report its places; a reporting one's stay in its ring places.
+	FramesLost uint64 `json:"frames_lost"`
 	// KernelDropped is the sum of KernelDrops: frames the kernel dropped
 	// before the pipeline saw them.
 	KernelDropped uint64      `json:"kernel_dropped"`

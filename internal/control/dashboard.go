@@ -135,7 +135,7 @@ var modelPanels = []panelSpec{
 	{title: "Running pipeline", stat: true, targets: []target{{"{{pipeline}}", "warpflow_pipeline_info"}}},
 	{title: "Plan generation", stat: true, targets: []target{{"", "warpflow_pipeline_generation"}}},
 	{title: "Swaps", stat: true, targets: []target{{"", "warpflow_pipeline_swaps_total"}}},
-	{title: "Frames lost", stat: true, targets: []target{{"", `sum(warpflow_frames{place="lost",queue=~"$queue"})`}}},
+	{title: "Frames lost", stat: true, description: "Frames an output never gave back when its queue stopped (frames_lost: a share of transmitted; a sharing AF_XDP output's stay in its ring places, not in place lost).", targets: []target{{"", `sum(warpflow_frames_lost_total{queue=~"$queue"})`}}},
 	{title: "Packets per second", unit: "pps", description: "received = transmitted + dropped + passed + xdp dropped + xdp passed; kernel drops were never received.", targets: []target{
 		{"received", rate("warpflow_received_packets_total", "")},
 		{"transmitted", rate("warpflow_transmitted_packets_total", "")},

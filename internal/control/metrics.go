@@ -139,6 +139,8 @@ var families = []Family{
 		collect: perQueue(func(q *QueueStats) uint64 { return q.FillRingEmpty })},
 	{Name: "warpflow_tx_copied_packets_total", Help: "Packets an output copied into a UMEM of its own (it could not share the receiving queue's).", Labels: []string{"queue"},
 		collect: perQueue(func(q *QueueStats) uint64 { return q.TXCopied })},
+	{Name: "warpflow_frames_lost_total", Help: "UMEM frames an output that owns what it transmits (a sharing AF_XDP output) had not given back when the queue's engine stopped, after its drain timeout: counted as transmitted (a share of it, not another verdict), 0 while the queue runs.", Labels: []string{"queue"},
+		collect: perQueue(func(q *QueueStats) uint64 { return q.FramesLost })},
 	{Name: "warpflow_frames", Gauge: true, Help: "Frames of the queue's UMEM in each place (they sum to its frame count).", Labels: []string{"queue", "place"},
 		collect: func(s *Stats, emit func(float64, ...string)) {
 			for _, q := range s.Queues {

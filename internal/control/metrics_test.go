@@ -77,7 +77,7 @@ func sampleStatsOf(t testing.TB) Stats {
 		},
 		Totals: Counts{Drops: []DropCount{{Reason: "acl", Packets: 3}, {Reason: "flood", XDPPackets: 8}}},
 		Queues: []QueueStats{{Queue: "dp0/0", Counts: Counts{Received: 20, ReceivedBytes: 1280, Transmitted: 7, Dropped: 3, Passed: 1, Batches: 1,
-			EngineReceived: 11, XDPDropped: 8, XDPPassed: 1, Redirected: 11,
+			EngineReceived: 11, XDPDropped: 8, XDPPassed: 1, Redirected: 11, FramesLost: 2,
 			Drops:       []DropCount{{Reason: "acl", Packets: 3}},
 			KernelDrops: []DropCount{{Reason: "rx_ring_full", Packets: 1}, {Reason: "rx_dropped"}},
 			Ports:       []PortCount{{Port: "out0", Packets: 7, Bytes: 448}},
@@ -159,6 +159,7 @@ func TestMetricsValues(t *testing.T) {
 		`warpflow_dropped_in_xdp_packets_total{reason="flood"} 8`,
 		`warpflow_batched_packets_total{queue="dp0/0"} 11`,
 		`warpflow_frames{place="fill",queue="dp0/0"} 2`,
+		`warpflow_frames_lost_total{queue="dp0/0"} 2`,
 		`warpflow_executor_info{backend="cuda",queue="dp0/0"} 1`,
 		`warpflow_worker_packets_total{queue="dp0/0",worker="0"} 10`,
 		`warpflow_stage_packets_total{kind="parse",queue="dp0/0",stage="parse"} 10`,
@@ -227,5 +228,42 @@ func TestMetricsBalance(t *testing.T) {
 	out := sums["transmitted_packets"] + sums["dropped_packets"] + sums["passed_packets"] + sums["xdp_dropped_packets"] + sums["xdp_passed_packets"]
 	if sums["received_packets"] != 20 || out != sums["received_packets"] || sums["xdp_dropped_packets"] != 8 {
 		t.Fatalf("scrape: %v: received %d, accounted %d", sums, sums["received_packets"], out)
+	}
+}
+
+// TestMetricsFramesLost: frames_lost is one family of the model's own,
+// warpflow_frames_lost_total, a counter by queue, with one series per
+// queue (a queue that lost none reads 0), and no other family is named
+// for it.
+func TestMetricsFramesLost(t *testing.T) {
+	const name = "warpflow_frames_lost_total"
+	n := 0
+	for _, f := range Families() {
+		if !strings.Contains(f.Name, "frames_lost") {
+			continue
+		}
+		n++
+		if f.Name != name || f.Gauge || len(f.Labels) != 1 || f.Labels[0] != "queue" {
+			t.Errorf("family %s (gauge %v, labels %v), want the counter %s by queue", f.Name, f.Gauge, f.Labels, name)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d families for frames_lost, want one", n)
+	}
+	st := Stats{Queues: []QueueStats{
+		{Queue: "dp0/0", Counts: Counts{Transmitted: 9, FramesLost: 5}},
+		{Queue: "dp0/1", Counts: Counts{Transmitted: 4}},
+	}}
+	rec := httptest.NewRecorder()
+	MetricsHandler(func() Stats { return st }).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		"# TYPE " + name + " counter",
+		name + `{queue="dp0/0"} 5`,
+		name + `{queue="dp0/1"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
 	}
 }

@@ -386,6 +386,13 @@ func (d *Daemon) runQueue(ctx context.Context, qq *queue) error {
 	if n := qq.q.Settle(); n > 0 {
 		d.log.Warn("frames still on TX rings at stop, never sent", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "tx_abandoned", n)
 	}
+	// What an output that owns its frames (a sharing socket) never gave
+	// back within the drain: the engine's error says so too, but it is
+	// not logged for a queue stopped by a lost interface, and the count
+	// is the counter's (frames_lost), not words in an error.
+	if n := qq.eng.Stats().FramesLost; n > 0 {
+		d.log.Warn("frames lost at stop, never given back by their output", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "frames_lost", n)
+	}
 	qq.state.Store(queueStopped)
 	if err != nil && !qq.lost.Load() {
 		d.log.Error("queue stopped", "interface", qq.q.Interface(), "queue", qq.q.Queue(), "err", err)

@@ -30,3 +30,6 @@ func CheckPipeline(cfg Config) error {
 	_, err = d.portInterfaces(g)
 	return err
 }
+
+// AddCounts is addCounts: a queue's counts added into the totals.
+var AddCounts = addCounts

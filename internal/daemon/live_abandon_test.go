@@ -19,7 +19,9 @@ import (
 // A sharing output's stuck frames are also ones its engine waits for in
 // vain (they never complete): the engine counts them as frames lost and
 // the queue stops with that error, so the daemon exits 1, as it did
-// before; the copying output borrows frames, so its stop is clean.
+// before, and the final stats line's frames_lost equals transmitted, with
+// a warning; the copying output borrows frames, so its stop is clean and
+// its frames_lost 0.
 func TestLiveAbandonedAtStop(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -67,6 +69,27 @@ func TestLiveAbandonedAtStop(t *testing.T) {
 			w := d.find("frames still on TX rings at stop, never sent")
 			if w == nil || w["level"] != "WARN" || num(w, "tx_abandoned") != ab {
 				t.Errorf("warning at stop: %v, want a WARN with tx_abandoned %d", w, ab)
+			}
+			// frames_lost: the sharing output owns the frames it took and
+			// gave none back (none completed), so every transmitted
+			// packet's frame is lost, counted in the stats line (still
+			// balanced: a share of transmitted) and warned of; the copying
+			// output gave each back as it copied it, so it lost none.
+			lost, lw := num(st, "frames_lost"), d.find("frames lost at stop, never given back by their output")
+			if _, ok := st["frames_lost"]; !ok {
+				t.Errorf("final stats line has no frames_lost: %v", st)
+			}
+			if tc.txCopy {
+				if lost != 0 || lw != nil {
+					t.Errorf("copying output: final stats frames_lost %d, warning %v; want 0 and none", lost, lw)
+				}
+			} else {
+				if lost != tx {
+					t.Errorf("sharing output: final stats frames_lost %d, transmitted %d; want every transmitted frame lost (dp1 was down)", lost, tx)
+				}
+				if lw == nil || lw["level"] != "WARN" || num(lw, "frames_lost") != lost || num(lw, "queue") != 0 || lw["interface"] != topo.DP0.Name {
+					t.Errorf("warning at stop: %v, want a WARN for %s queue 0 with frames_lost %d", lw, topo.DP0.Name, lost)
+				}
 			}
 			setLink(t, topo.DP1.Namespace, topo.DP1.Name, "up")
 			if got := linkRXPackets(t, topo.Sink.Namespace, topo.Sink.Name) - before; got != 0 {

@@ -94,7 +94,7 @@ func FromEngine(queue string, es dataplane.Stats) QueueStats {
 		Counts: Counts{
 			Received: es.Received, ReceivedBytes: es.ReceivedBytes, EngineReceived: es.Received,
 			Transmitted: es.Transmitted, Dropped: es.Dropped, Passed: es.Passed,
-			Batches: es.Batches, BatchFill: es.BatchFill(),
+			Batches: es.Batches, BatchFill: es.BatchFill(), FramesLost: es.FramesLost,
 		},
 		Stages:   stageStats(es.Stages),
 		Executor: executorStats(es.Executor),
@@ -205,6 +205,7 @@ func addCounts(t, q *Counts) {
 	t.NoSocket += q.NoSocket
 	t.TXCopied += q.TXCopied
 	t.TXAbandoned += q.TXAbandoned
+	t.FramesLost += q.FramesLost
 	t.KernelDropped += q.KernelDropped
 	t.FillRingEmpty += q.FillRingEmpty
 	t.Drops = addDrops(t.Drops, q.Drops)
@@ -275,14 +276,15 @@ func (d *Daemon) logStats(msg string) {
 }
 
 // StatsLine is the stats log line's attributes for s: the totals'
-// verdicts (transmitted with its share that never left beside it,
-// tx_abandoned) and the kernel's beside them, drops by reason (the workers'
+// verdicts (transmitted with its shares that never left beside it:
+// tx_abandoned, the packets, and frames_lost, the frames an output never
+// gave back) and the kernel's beside them, drops by reason (the workers'
 // and, apart, the kernel rules'), the frame places, each stage's busiest
 // own counters and the executor's, as they are declared.
 func StatsLine(s Stats) []any {
 	t := s.Totals
 	attrs := []any{
-		"received", t.Received, "transmitted", t.Transmitted, "tx_abandoned", t.TXAbandoned, "dropped", t.Dropped, "passed", t.Passed,
+		"received", t.Received, "transmitted", t.Transmitted, "tx_abandoned", t.TXAbandoned, "frames_lost", t.FramesLost, "dropped", t.Dropped, "passed", t.Passed,
 		"xdp_dropped", t.XDPDropped, "xdp_passed", t.XDPPassed, "balanced", t.Balanced,
 		"drops", dropsValue(t.Drops, false), "xdp_drops", dropsValue(t.Drops, true),
 		"kernel_dropped", t.KernelDropped, "kernel_drops", dropsValue(t.KernelDrops, false),
