@@ -584,7 +584,11 @@ func (s *ctStage) track(b *rings.Batch, i int) Edge {
 	p := b.Packet(i)
 	l3 := int(m.L3Off)
 	v6 := f&rings.FlagIPv6 != 0
-	if s.t.checksum && !v6 && !ipv4HeaderOK(p, l3) {
+	// An IPv4 TCP or UDP packet that is not a fragment has its header
+	// checked with its L4 checksum, in one call, by tcp and udp (which
+	// check the header first on every path that ends before that:
+	// ctV4HeaderDeferred); any other packet here.
+	if s.t.checksum && !v6 && !ctV4HeaderDeferred(m) && !ipv4HeaderOK(p, l3) {
 		return s.invalid(b, i, ctrChecksum)
 	}
 	// The tuple is built where it is needed: TCP and UDP packets of a
@@ -724,6 +728,25 @@ func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
 	return s.classify(b, i, e, 0)
 }
 
+// ctV4HeaderDeferred reports whether track leaves IPv4 packet m's
+// header checksum to tcp or udp, which check it with the L4 checksum:
+// a TCP or UDP packet that is not a fragment (the packets whose L4
+// checksum those check).
+func ctV4HeaderDeferred(m *rings.Meta) bool {
+	return m.Flags&rings.FlagFragment == 0 && (m.IPProto == 6 || m.IPProto == 17)
+}
+
+// malformed drops packet i as malformed, or for its IPv4 header's
+// checksum when hdr says tcp or udp has that still to check (track
+// checks it before everything else for every other packet, so a bad
+// header is a bad checksum whatever else is wrong).
+func (s *ctStage) malformed(b *rings.Batch, i int, p []byte, l3 int, hdr bool) Edge {
+	if hdr && !ipv4HeaderOK(p, l3) {
+		return s.invalid(b, i, ctrChecksum)
+	}
+	return s.invalid(b, i, ctrMalformed)
+}
+
 // tableFull drops packet i: its flow cannot get an entry.
 func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
 	b.Meta[i].CT = rings.CTInvalid
@@ -733,17 +756,22 @@ func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
 
 func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
+	v6 := m.Flags&rings.FlagIPv6 != 0
+	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check
 	if m.Flags&rings.FlagL4 == 0 || l4+tcpMinHdr > len(p) {
-		return s.invalid(b, i, ctrMalformed)
+		return s.malformed(b, i, p, l3, hdr)
 	}
 	th := (*[tcpMinHdr]byte)(p[l4 : l4+tcpMinHdr]) // the fixed header: one bounds check
 	doff := int(th[12]>>4) * 4
-	v6 := m.Flags&rings.FlagIPv6 != 0
 	end := ctIPEnd(p, l3, v6)
 	if doff < tcpMinHdr || l4+doff > end {
-		return s.invalid(b, i, ctrMalformed)
+		return s.malformed(b, i, p, l3, hdr)
 	}
-	if s.t.checksum && m.Flags&rings.FlagFragment == 0 && !l4ChecksumOK(p, l3, l4, end, v6, 6) {
+	if hdr {
+		if !ipv4ChecksumsOK(p, l3, l4, end, 6) {
+			return s.invalid(b, i, ctrChecksum)
+		}
+	} else if s.t.checksum && m.Flags&rings.FlagFragment == 0 && !l4ChecksumOK(p, l3, l4, end, v6, 6) {
 		return s.invalid(b, i, ctrChecksum)
 	}
 	flags := th[13]
@@ -818,10 +846,16 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 
 func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
+	v6 := m.Flags&rings.FlagIPv6 != 0
+	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check (UDP, not UDP-Lite)
 	if m.Flags&rings.FlagL4 == 0 {
-		return s.invalid(b, i, ctrMalformed)
+		return s.malformed(b, i, p, l3, hdr)
 	}
-	if v6 := m.Flags&rings.FlagIPv6 != 0; s.t.checksum && m.IPProto == 17 && m.Flags&rings.FlagFragment == 0 &&
+	if hdr {
+		if !ipv4ChecksumsOK(p, l3, l4, ctIPEnd(p, l3, false), 17) {
+			return s.invalid(b, i, ctrChecksum)
+		}
+	} else if s.t.checksum && m.IPProto == 17 && m.Flags&rings.FlagFragment == 0 &&
 		!l4ChecksumOK(p, l3, l4, ctIPEnd(p, l3, v6), v6, 17) {
 		return s.invalid(b, i, ctrChecksum)
 	}

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -677,5 +678,85 @@ func TestConntrackSweepOnTheClock(t *testing.T) {
 	}
 	if max := uint64(len(tab.ent)) * ctSweepPeriod; tab.owed > max {
 		t.Fatalf("owed %d entry-ms after a jump, above one pass (%d)", tab.owed, max)
+	}
+}
+
+// TestConntrackHeaderChecksumFirst: a bad IPv4 header checksum is
+// invalid=bad_checksum whatever else is wrong with the packet, as when
+// track checked every header first, now that an IPv4 TCP or UDP
+// packet's header is checked with its L4 checksum (ipv4ChecksumsOK):
+// with a good or bad L4 checksum, and with an L4 header the tracker
+// finds malformed after the parse stage has passed it (bytes a stage
+// between the two changed); and the header of a packet of another
+// protocol, or a fragment, is still checked. A good header with a
+// malformed L4 header stays malformed.
+func TestConntrackHeaderChecksumFirst(t *testing.T) {
+	tcp := func() []byte {
+		return sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 443, flags: "S", seq: 1})
+	}
+	udp := func() []byte { return sfUDP(t, cli, srv, 5000, 53, 8) }
+	badIP := func(p []byte) { p[14+10] ^= 0x40 }
+	badL4 := func(p []byte) { p[14+20+1] ^= 1 } // the source port's low byte
+	frag := func(p []byte) {                    // a first fragment (MF), header checksum fixed up
+		p[14+6] |= 0x20
+		p[14+10], p[14+11] = 0, 0
+		binary.BigEndian.PutUint16(p[14+10:], ^inetFold(inetSum(p[14:34], 0)))
+	}
+	cases := []struct {
+		name string
+		pkt  func() []byte
+		pre  []func([]byte) // before the parse stage
+		post []func([]byte) // between the parse and conntrack stages
+		want string         // invalid reason, "" for tracked
+	}{
+		{"tcp good", tcp, nil, nil, ""},
+		{"tcp bad header", tcp, []func([]byte){badIP}, nil, "bad_checksum"},
+		{"tcp bad header and segment", tcp, []func([]byte){badIP, badL4}, nil, "bad_checksum"},
+		{"tcp bad segment", tcp, []func([]byte){badL4}, nil, "bad_checksum"},
+		{"tcp data offset past the end, good header", tcp, nil, []func([]byte){func(p []byte) { p[14+20+12] = 0xf0 }}, "malformed"},
+		{"tcp data offset past the end, bad header", tcp, []func([]byte){badIP}, []func([]byte){func(p []byte) { p[14+20+12] = 0xf0 }}, "bad_checksum"},
+		{"tcp first fragment, bad header", tcp, []func([]byte){frag, badIP}, nil, "bad_checksum"},
+		{"udp good", udp, nil, nil, ""},
+		{"udp bad header", udp, []func([]byte){badIP}, nil, "bad_checksum"},
+		{"udp bad segment", udp, []func([]byte){badL4}, nil, "bad_checksum"},
+		{"udp bad header, no checksum", udp, []func([]byte){func(p []byte) { p[14+20+6], p[14+20+7] = 0, 0 }, badIP}, nil, "bad_checksum"},
+		{"icmp bad header", func() []byte { return sfICMP4(t, cli, srv, 8, 0, 7, nil) }, []func([]byte){badIP}, nil, "bad_checksum"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSFRig(t, ctYAML("", ""))
+			p := c.pkt()
+			for _, f := range c.pre {
+				f(p)
+			}
+			b := s.b
+			b.Clear()
+			b.SetTime(s.now)
+			addr, _ := s.a.Alloc()
+			off := int(addr) & (s.a.FrameSize() - 1)
+			copy(s.a.Frame(addr)[off:], p)
+			b.Append(rings.Desc{Addr: addr, Len: uint32(len(p))}, 1, 0)
+			idx, next := []uint16{0}, make([]Edge, 1)
+			s.stage("parse").Process(b, idx, next)
+			if b.Meta[0].Class != rings.ClassOK {
+				t.Fatalf("parse classed it %d", b.Meta[0].Class)
+			}
+			for _, f := range c.post {
+				f(b.Packet(0))
+			}
+			s.stage("ct").Process(b, idx, next)
+			got := ""
+			if b.Meta[0].CT&rings.CTStateMask == rings.CTInvalid {
+				got = "?"
+				for _, r := range []string{"malformed", "bad_checksum"} {
+					if stCounter(s.stage("ct"), "invalid="+r) == 1 {
+						got = r
+					}
+				}
+			}
+			if got != c.want {
+				t.Fatalf("invalid reason %q, want %q (counters %v)", got, c.want, stReport(s.stage("ct")))
+			}
+		})
 	}
 }
