@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 	"strings"
 
@@ -784,49 +785,54 @@ func natPacket(p []byte, m *rings.Meta, en *ctEntry, dir uint8) {
 		natPacketGeneral(p, m, en, dir)
 		return
 	}
-	be := binary.BigEndian
+	// In little-endian words: the ones' complement sum does not depend on
+	// the byte order (RFC 1071, 2.B), so the update of each checksum read
+	// and written little-endian is the big-endian one's bytes, and the
+	// addresses go from the entry to the packet as their bytes, with no
+	// byte swaps (only the ports, which the entry keeps as numbers).
+	le := binary.LittleEndian
 	st := en.status
 	var doSrc, doDst bool
-	var nSrc, nDst uint32
+	var nSrc, nDst uint32 // the addresses' bytes as little-endian words
 	var nSport, nDport uint16
 	if dir == 0 {
 		doSrc, doDst = st&ctStSNAT != 0, st&ctStDNAT != 0
-		nSrc, nSport = be.Uint32(en.src[4:8]), en.natSport()
-		nDst, nDport = be.Uint32(en.dst[4:8]), en.natDport()
+		nSrc, nSport = le.Uint32(en.src[4:8]), en.natSport()
+		nDst, nDport = le.Uint32(en.dst[4:8]), en.natDport()
 	} else {
 		doSrc, doDst = st&ctStDNAT != 0, st&ctStSNAT != 0
-		nSrc, nSport = be.Uint32(en.dst[0:4]), en.dport
-		nDst, nDport = be.Uint32(en.src[0:4]), en.sport
+		nSrc, nSport = le.Uint32(en.dst[0:4]), en.dport
+		nDst, nDport = le.Uint32(en.src[0:4]), en.sport
 	}
 	ip := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr])
-	var acc, l4Acc uint32
+	var acc uint32
 	if doSrc {
-		old := be.Uint32(ip[12:])
-		acc += csumAddrDelta(old, nSrc>>16+nSrc&0xffff)
-		be.PutUint32(ip[12:], nSrc)
-		be.PutUint32(m.SrcIP[:4], nSrc)
+		acc += csumAddrDelta(le.Uint32(ip[12:]), nSrc>>16+nSrc&0xffff)
+		le.PutUint32(ip[12:], nSrc)
+		le.PutUint32(m.SrcIP[:4], nSrc)
 	}
 	if doDst {
-		old := be.Uint32(ip[16:])
-		acc += csumAddrDelta(old, nDst>>16+nDst&0xffff)
-		be.PutUint32(ip[16:], nDst)
-		be.PutUint32(m.DstIP[:4], nDst)
+		acc += csumAddrDelta(le.Uint32(ip[16:]), nDst>>16+nDst&0xffff)
+		le.PutUint32(ip[16:], nDst)
+		le.PutUint32(m.DstIP[:4], nDst)
 	}
-	be.PutUint16(ip[10:], csumApply(be.Uint16(ip[10:]), acc))
+	le.PutUint16(ip[10:], csumApply(le.Uint16(ip[10:]), acc))
 	ports := (*[4]byte)(p[l4 : l4+4])
-	l4Acc = acc
+	l4Acc := acc
 	if doSrc {
-		l4Acc = csumWord(l4Acc, be.Uint16(ports[0:]), nSport)
-		be.PutUint16(ports[0:], nSport)
+		// The port on the wire is big-endian: as a little-endian word,
+		// its bytes swapped.
+		l4Acc = csumWord(l4Acc, le.Uint16(ports[0:]), bits.ReverseBytes16(nSport))
+		binary.BigEndian.PutUint16(ports[0:], nSport)
 		m.SrcPort = nSport
 	}
 	if doDst {
-		l4Acc = csumWord(l4Acc, be.Uint16(ports[2:]), nDport)
-		be.PutUint16(ports[2:], nDport)
+		l4Acc = csumWord(l4Acc, le.Uint16(ports[2:]), bits.ReverseBytes16(nDport))
+		binary.BigEndian.PutUint16(ports[2:], nDport)
 		m.DstPort = nDport
 	}
 	c := (*[2]byte)(p[l4+csumOff : l4+csumOff+2])
-	hc := be.Uint16(c[:])
+	hc := le.Uint16(c[:])
 	if proto == 17 && hc == 0 {
 		return // no UDP checksum stays none
 	}
@@ -834,7 +840,7 @@ func natPacket(p []byte, m *rings.Meta, en *ctEntry, dir uint8) {
 	if proto == 17 && nc == 0 {
 		nc = 0xffff
 	}
-	be.PutUint16(c[:], nc)
+	le.PutUint16(c[:], nc)
 }
 
 // natPacketGeneral translates any packet of entry en's flow in direction
