@@ -23,7 +23,7 @@
 // Run goes to the end of a capture; RunContext also stops when its context
 // is done (a live port never ends): it stops receiving, finishes the
 // batches in flight, takes back what Completers hold (bounded by
-// Options.DrainTimeout) and returns nil. While it runs, Snapshot (verdict
+// Options.DrainTimeout) and returns nil. While it runs, Stats (verdict
 // counters) and Frames (frame places) are readable from any goroutine
 // without a lock: the I/O loop, their only writer, publishes them between
 // batches under a sequence count, at least every 1024 packets, whenever it

@@ -177,7 +177,7 @@ type Engine struct {
 
 	// Frame accounting: inEngine is how many frames the engine holds
 	// (received, not yet handed on); pub is what the I/O loop publishes
-	// for Frames and Snapshot. reporters are the ports that report their
+	// for Frames and Stats. reporters are the ports that report their
 	// own places (the input and Completers), each once.
 	inEngine  int
 	pub       published

@@ -17,5 +17,5 @@ var (
 
 // ErrFramesLost is wrapped by Run's error when a Completer did not give
 // back every frame it accepted within Options.DrainTimeout; the frames are
-// counted in Snapshot.FramesLost and FrameAccount.Lost.
+// counted in Stats.FramesLost and FrameAccount.Lost.
 var ErrFramesLost = errors.New("frames not returned by their output")

@@ -169,7 +169,7 @@ type layout struct {
 	reasons []string
 	// engineBase is the index of the first engine reason (tx_full).
 	engineBase int
-	// Published counters, by index, for Snapshot (see published).
+	// Published counters, by index, for Stats (see published).
 	txPackets, txBytes     []atomic.Uint64
 	dropPackets, dropBytes []atomic.Uint64
 }

@@ -55,7 +55,7 @@ type Port interface {
 // the completion ring). The engine polls Complete every turn of its loop
 // and recycles what comes back to the input port the frames came from; at
 // the end of a run it waits up to Options.DrainTimeout for the rest and
-// counts what never came back as lost (Snapshot.FramesLost,
+// counts what never came back as lost (Stats.FramesLost,
 // FrameAccount.Lost, ErrFramesLost), never silently.
 //
 // Both methods are called by the engine's I/O loop only. A Completer may
