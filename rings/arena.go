@@ -229,3 +229,41 @@ func (a *Arena) FreeN(addrs []uint64) {
 		dst[len(dst)-1-i] = addr & mask
 	}
 }
+
+// AllocDescs is AllocN into descriptors: it sets the Addr of each of dst
+// to a newly allocated packet address, in the order AllocN gives them,
+// leaves Len and Options as they are, and returns how many it allocated.
+// A port that writes packets into fresh frames and hands over their
+// descriptors (a generator) allocates straight into them.
+func (a *Arena) AllocDescs(dst []Desc) int {
+	n := min(len(dst), len(a.free))
+	rest := len(a.free) - n
+	taken := a.free[rest:] // the top n entries; the stack's top is its end
+	h := uint64(a.headroom)
+	dst = dst[:len(taken)]
+	for j := len(taken) - 1; j >= 0; j-- { // the top first, as Alloc takes them
+		dst[len(taken)-1-j].Addr = taken[j] + h // (this form needs no bounds checks)
+	}
+	a.free = a.free[:rest]
+	return n
+}
+
+// FreeDescs returns the frames descs name to the free stack, as Free does
+// for each in turn: the engine gives frames back as descriptors, and a
+// port that frees them all to the arena frees them in one go.
+func (a *Arena) FreeDescs(descs []Desc) {
+	top := len(a.free)
+	if top+len(descs) > cap(a.free) { // only after double frees; Free would grow the stack too
+		for _, d := range descs {
+			a.Free(d.Addr)
+		}
+		return
+	}
+	mask := ^uint64(a.frameSize - 1)
+	a.free = a.free[:top+len(descs)]
+	dst := a.free[top:]
+	dst = dst[:len(descs)]
+	for i := range descs {
+		dst[i] = descs[i].Addr & mask
+	}
+}

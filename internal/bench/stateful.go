@@ -118,12 +118,8 @@ func (p *flowPort) Name() string { return "flowgen" }
 func (p *flowPort) Transmit(*rings.Arena, []rings.Desc) (int, error) {
 	return 0, dataplane.ErrNotTransmitter
 }
-func (p *flowPort) Close() error { return nil }
-func (p *flowPort) Recycle(descs []rings.Desc) {
-	for _, d := range descs {
-		p.a.Free(d.Addr)
-	}
-}
+func (p *flowPort) Close() error               { return nil }
+func (p *flowPort) Recycle(descs []rings.Desc) { p.a.FreeDescs(descs) }
 
 // Receive writes up to a batch of packets.
 func (p *flowPort) Receive(b *rings.Batch) (int, error) {
