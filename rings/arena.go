@@ -230,19 +230,22 @@ func (a *Arena) FreeN(addrs []uint64) {
 	}
 }
 
-// AllocDescs is AllocN into descriptors: it sets the Addr of each of dst
-// to a newly allocated packet address, in the order AllocN gives them,
-// leaves Len and Options as they are, and returns how many it allocated.
-// A port that writes packets into fresh frames and hands over their
-// descriptors (a generator) allocates straight into them.
+// AllocDescs takes frames off the free stack as AllocN does, one for
+// each of dst (or as many as are free), and sets the descriptors' Addr to
+// their packet addresses (frame base + headroom), leaving Len and Options
+// as they are; it returns how many it allocated. It hands the frames out
+// from the deepest of them up, so that a run of descriptors FreeDescs
+// gave back comes out again in the order it went in. A port that writes
+// packets into fresh frames and hands over their descriptors (a
+// generator) allocates straight into them.
 func (a *Arena) AllocDescs(dst []Desc) int {
 	n := min(len(dst), len(a.free))
 	rest := len(a.free) - n
 	taken := a.free[rest:] // the top n entries; the stack's top is its end
 	h := uint64(a.headroom)
 	dst = dst[:len(taken)]
-	for j := len(taken) - 1; j >= 0; j-- { // the top first, as Alloc takes them
-		dst[len(taken)-1-j].Addr = taken[j] + h // (this form needs no bounds checks)
+	for i, base := range taken {
+		dst[i].Addr = base + h
 	}
 	a.free = a.free[:rest]
 	return n

@@ -131,9 +131,9 @@ func TestArenaAllocNFreeN(t *testing.T) {
 // TestArenaAllocDescsFreeDescs holds AllocDescs and FreeDescs to Alloc
 // and Free: over random runs of allocations and frees (descriptors that
 // point anywhere into their frames), an arena driven by the bulk calls
-// hands out the same addresses, in the same order, as its twin driven
-// one frame at a time, and leaves each descriptor's Len and Options as
-// they were.
+// hands out the frames its twin, driven one frame at a time, hands out
+// (AllocDescs in the reverse order of Alloc's), and leaves each
+// descriptor's Len and Options as they were.
 func TestArenaAllocDescsFreeDescs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
@@ -159,16 +159,24 @@ func TestArenaAllocDescsFreeDescs(t *testing.T) {
 				dst[i] = Desc{Addr: 1, Len: uint32(i), Options: 7}
 			}
 			n := bulk.AllocDescs(dst)
+			var want []uint64
+			for range dst {
+				if addr, ok := one.Alloc(); ok {
+					want = append(want, addr)
+				}
+			}
+			if n != len(want) {
+				t.Fatalf("round %d step %d: AllocDescs gave %d of %d, Alloc %d", round, step, n, len(dst), len(want))
+			}
 			for i, d := range dst {
-				want, ok := one.Alloc()
 				if i >= n {
-					if ok || d.Addr != 1 {
-						t.Fatalf("round %d step %d: AllocDescs gave %d of %d with frames left, or wrote past them", round, step, n, len(dst))
+					if d.Addr != 1 {
+						t.Fatalf("round %d step %d: AllocDescs wrote descriptor %d of %d past the %d it allocated", round, step, i, len(dst), n)
 					}
 					continue
 				}
-				if !ok || d.Addr != want || d.Len != uint32(i) || d.Options != 7 {
-					t.Fatalf("round %d step %d: descriptor %d is %+v, want address %#x (ok %v), Len %d, Options 7", round, step, i, d, want, ok, i)
+				if d.Addr != want[n-1-i] || d.Len != uint32(i) || d.Options != 7 {
+					t.Fatalf("round %d step %d: descriptor %d is %+v, want address %#x, Len %d, Options 7", round, step, i, d, want[n-1-i], i)
 				}
 			}
 			held = append(held, dst[:n]...)
