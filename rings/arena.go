@@ -229,3 +229,44 @@ func (a *Arena) FreeN(addrs []uint64) {
 		dst[len(dst)-1-i] = addr & mask
 	}
 }
+
+// AllocDescs takes frames off the free stack as AllocN does, one for
+// each of dst (or as many as are free), and sets the descriptors' Addr to
+// their packet addresses (frame base + headroom), leaving Len and Options
+// as they are; it returns how many it allocated. It hands the frames out
+// from the deepest of them up, so that a run of descriptors FreeDescs
+// gave back comes out again in the order it went in. A port that writes
+// packets into fresh frames and hands over their descriptors (a
+// generator) allocates straight into them.
+func (a *Arena) AllocDescs(dst []Desc) int {
+	n := min(len(dst), len(a.free))
+	rest := len(a.free) - n
+	taken := a.free[rest:] // the top n entries; the stack's top is its end
+	h := uint64(a.headroom)
+	dst = dst[:len(taken)]
+	for i, base := range taken {
+		dst[i].Addr = base + h
+	}
+	a.free = a.free[:rest]
+	return n
+}
+
+// FreeDescs returns the frames descs name to the free stack, as Free does
+// for each in turn: the engine gives frames back as descriptors, and a
+// port that frees them all to the arena frees them in one go.
+func (a *Arena) FreeDescs(descs []Desc) {
+	top := len(a.free)
+	if top+len(descs) > cap(a.free) { // only after double frees; Free would grow the stack too
+		for _, d := range descs {
+			a.Free(d.Addr)
+		}
+		return
+	}
+	mask := ^uint64(a.frameSize - 1)
+	a.free = a.free[:top+len(descs)]
+	dst := a.free[top:]
+	dst = dst[:len(descs)]
+	for i := range descs {
+		dst[i] = descs[i].Addr & mask
+	}
+}

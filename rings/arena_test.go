@@ -2,6 +2,7 @@ package rings
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -127,6 +128,72 @@ func TestArenaAllocNFreeN(t *testing.T) {
 	}
 }
 
+// TestArenaAllocDescsFreeDescs holds AllocDescs and FreeDescs to Alloc
+// and Free: over random runs of allocations and frees (descriptors that
+// point anywhere into their frames), an arena driven by the bulk calls
+// hands out the frames its twin, driven one frame at a time, hands out
+// (AllocDescs in the reverse order of Alloc's), and leaves each
+// descriptor's Len and Options as they were.
+func TestArenaAllocDescsFreeDescs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		frames := 1 + rng.IntN(40)
+		bulk, one := newTestArena(t, frames, 2048, 64), newTestArena(t, frames, 2048, 64)
+		var held []Desc // the frames out, as both arenas gave them
+		for step := range 50 {
+			if len(held) > 0 && rng.IntN(2) == 0 {
+				k := 1 + rng.IntN(len(held))
+				freed := held[len(held)-k:]
+				for i := range freed {
+					freed[i].Addr += uint64(rng.IntN(2048 - 64)) // any address inside the frame names it
+				}
+				bulk.FreeDescs(freed)
+				for _, d := range freed {
+					one.Free(d.Addr)
+				}
+				held = held[:len(held)-k]
+				continue
+			}
+			dst := make([]Desc, rng.IntN(frames+2))
+			for i := range dst {
+				dst[i] = Desc{Addr: 1, Len: uint32(i), Options: 7}
+			}
+			n := bulk.AllocDescs(dst)
+			var want []uint64
+			for range dst {
+				if addr, ok := one.Alloc(); ok {
+					want = append(want, addr)
+				}
+			}
+			if n != len(want) {
+				t.Fatalf("round %d step %d: AllocDescs gave %d of %d, Alloc %d", round, step, n, len(dst), len(want))
+			}
+			for i, d := range dst {
+				if i >= n {
+					if d.Addr != 1 {
+						t.Fatalf("round %d step %d: AllocDescs wrote descriptor %d of %d past the %d it allocated", round, step, i, len(dst), n)
+					}
+					continue
+				}
+				if d.Addr != want[n-1-i] || d.Len != uint32(i) || d.Options != 7 {
+					t.Fatalf("round %d step %d: descriptor %d is %+v, want address %#x, Len %d, Options 7", round, step, i, d, want[n-1-i], i)
+				}
+			}
+			held = append(held, dst[:n]...)
+			if bulk.FreeFrames() != one.FreeFrames() {
+				t.Fatalf("round %d step %d: %d frames free, want %d", round, step, bulk.FreeFrames(), one.FreeFrames())
+			}
+		}
+	}
+	// A double free past the stack's capacity grows it as Free would,
+	// rather than panicking (the Tracker is what reports it).
+	a := newTestArena(t, 2, 2048, 64)
+	a.FreeDescs([]Desc{{Addr: 64}, {Addr: 2048 + 64}, {Addr: 64}})
+	if a.FreeFrames() != 5 {
+		t.Fatalf("%d free frames after a double FreeDescs, want 5 (2 + 3 duplicates)", a.FreeFrames())
+	}
+}
+
 func TestArenaViews(t *testing.T) {
 	a := newTestArena(t, 4, 2048, 256)
 	a.Alloc()
@@ -147,15 +214,17 @@ func TestArenaViews(t *testing.T) {
 
 func TestArenaZeroAllocs(t *testing.T) {
 	a := newTestArena(t, 64, 2048, 256)
-	addrs := make([]uint64, 32)
+	addrs, descs := make([]uint64, 32), make([]Desc, 32)
 	allocs := testing.AllocsPerRun(100, func() {
 		addr, _ := a.Alloc()
 		a.Free(addr)
 		n := a.AllocN(addrs)
 		a.FreeN(addrs[:n])
+		n = a.AllocDescs(descs)
+		a.FreeDescs(descs[:n])
 	})
 	if allocs != 0 {
-		t.Fatalf("Alloc/Free/AllocN/FreeN allocate %.1f times per run", allocs)
+		t.Fatalf("Alloc/Free/AllocN/FreeN/AllocDescs/FreeDescs allocate %.1f times per run", allocs)
 	}
 }
 

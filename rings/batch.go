@@ -139,10 +139,11 @@ func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 	}
 	meta := b.Meta[n : n+k]
 	clear(meta)
+	t := b.time // not reloaded after each store to meta
 	for i := range meta {
 		meta[i].Seq = seq + uint64(i)
 		meta[i].InPort = inPort
-		meta[i].Time = b.time
+		meta[i].Time = t
 	}
 	return k
 }

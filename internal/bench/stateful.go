@@ -61,10 +61,7 @@ stages:
   - {name: out, type: tx, port: sink}
 `
 
-var (
-	flowNAT  = [4]byte{192, 0, 2, 1}
-	flowMACs = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
-)
+var flowMACs = [2]net.HardwareAddr{{0x02, 0, 0, 0, 0, 0xa}, {0x02, 0, 0, 0, 0, 0xb}}
 
 // flowServers is the number of servers (198.51.100.1..200); a constant,
 // so that the generator's divisions by it are multiplications.
@@ -80,16 +77,17 @@ type flowPort struct {
 	warm, steady, next uint64
 	seq                uint64
 	stride             uint64 // coprime with flows: scatters the flow order
-	// cur is the steady phase's next flow ((j%flows)*stride%flows for
-	// steady packet j, kept by addition) and kind its packet kind.
-	// left counts down the packets to the next change of kind.
+	// cur is the next packet's flow and kind its packet kind; left
+	// counts down the packets to the next change of kind. The set-up
+	// phase takes the flows in order (i%flows for packet i, kind
+	// i/flows), the steady phase in the scattered order
+	// ((j%flows)*stride%flows for steady packet j, kind 3 then 4, and so
+	// on); both keep cur by addition.
 	cur, kind, left uint64
 	start           time.Time
 	elapsed         time.Duration
 	ms0, ms1        runtime.MemStats
-	// addrs and descs are Receive's scratch: a batch's frames and
-	// descriptors.
-	addrs [rings.MaxBatch]uint64
+	// descs is Receive's scratch: a batch's descriptors.
 	descs [rings.MaxBatch]rings.Desc
 	// cpu0 and cpuElapsed: the thread's CPU time, beside the wall time
 	// (on a shared machine the thread is not always on its core).
@@ -97,7 +95,10 @@ type flowPort struct {
 }
 
 func newFlowPort(a *rings.Arena, flows, steady uint64) *flowPort {
-	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows, kind: 3, left: flows}
+	p := &flowPort{a: a, mem: a.Mem(), flows: flows, warm: 3 * flows, steady: steady, stride: 2654435761 % flows, left: flows}
+	for i := range p.descs {
+		p.descs[i].Len = flowPacketLen // Receive writes only the addresses
+	}
 	for gcd(p.stride, flows) != 1 {
 		p.stride++
 	}
@@ -118,12 +119,8 @@ func (p *flowPort) Name() string { return "flowgen" }
 func (p *flowPort) Transmit(*rings.Arena, []rings.Desc) (int, error) {
 	return 0, dataplane.ErrNotTransmitter
 }
-func (p *flowPort) Close() error { return nil }
-func (p *flowPort) Recycle(descs []rings.Desc) {
-	for _, d := range descs {
-		p.a.Free(d.Addr)
-	}
-}
+func (p *flowPort) Close() error               { return nil }
+func (p *flowPort) Recycle(descs []rings.Desc) { p.a.FreeDescs(descs) }
 
 // Receive writes up to a batch of packets.
 func (p *flowPort) Receive(b *rings.Batch) (int, error) {
@@ -150,24 +147,28 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	// (one bulk clear of the metadata, as a NIC port hands over a run of
 	// descriptors).
 	want := int(min(uint64(cap(b.Descs)-len(b.Descs)), end-p.next))
-	n := p.a.AllocN(p.addrs[:want])
-	for j, addr := range p.addrs[:n] {
-		var f, kind uint64
-		if i := p.next + uint64(j); i < p.warm {
-			f, kind = i%p.flows, i/p.flows // 0: first, 1: reply, 2: third
-		} else {
-			// Every flow once in the scattered order, client's packets
-			// (3), then every flow again, server's (4), and so on.
-			f, kind = p.cur, p.kind
-			if p.cur += p.stride; p.cur >= p.flows {
-				p.cur -= p.flows
-			}
-			if p.left--; p.left == 0 {
-				p.kind, p.left = p.kind^3^4, p.flows
+	n := p.a.AllocDescs(p.descs[:want])
+	stride := p.stride
+	if p.next < p.warm {
+		stride = 1
+	}
+	// The packets in runs of one kind (it changes every p.flows packets):
+	// every flow's SYN in flow order (stride 1), then every SYN/ACK, then
+	// every third packet; then, in the scattered order, every flow's
+	// client packet (3), then every server packet (4), and so on.
+	descs := p.descs[:n]
+	for len(descs) > 0 {
+		k := int(min(uint64(len(descs)), p.left))
+		p.cur = writeFlows(p.mem, descs[:k], p.cur, stride, p.flows, p.kind)
+		descs = descs[k:]
+		if p.left -= uint64(k); p.left == 0 {
+			p.left = p.flows
+			if p.kind < 3 {
+				p.kind++ // and cur is back at 0, where the steady phase starts
+			} else {
+				p.kind ^= 3 ^ 4
 			}
 		}
-		l := writeFlowPacket(p.mem[addr:addr+60], f, kind)
-		p.descs[j] = rings.Desc{Addr: addr, Len: uint32(l)}
 	}
 	b.AppendRun(p.descs[:n], p.seq, 0)
 	p.seq += uint64(n)
@@ -175,25 +176,38 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	return n, nil
 }
 
+// flowPacketLen is the length of every generated packet: 64 bytes on the
+// wire with the FCS. Receive's descriptors keep it from newFlowPort on.
+const flowPacketLen = 60
+
 // flowTemplate is one kind of generated packet (TCP or UDP, one of the
 // five kinds) with its per-flow fields zero: the flow's addresses, ports
 // and sequence numbers are written over a copy, and both checksums are
 // the template's constant words' sum (ipSum, l4Sum: unfolded, taken once)
 // plus those fields' words. What the port writes per packet is then a
-// 60-byte copy and a dozen stores and adds, as cheap as a generator can
+// 60-byte copy and a few stores and adds, as cheap as a generator can
 // be that still hands every packet over in a fresh frame with correct
 // checksums (TestFlowPacketsMatch holds it to a full build of each
 // packet).
 type flowTemplate struct {
-	b            [60]byte
+	b            [flowPacketLen]byte
 	ipSum, l4Sum uint32
+	tcp          bool
+	// reply is set for the server's packets (kinds 1 and 4): from the
+	// server to the NAT address, where the client's go to the server.
+	reply bool
+	sport uint32 // the server's port
+	// synSeq is 1 for the SYN and the SYN/ACK, whose sequence number is
+	// the ISN, one below what their senders send after them; ackMask is
+	// 0 for the SYN, which acks nothing, all ones for the others.
+	synSeq, ackMask uint32
 }
 
-var flowTemplates = func() (t [2][5]flowTemplate) {
-	for tcp := range 2 {
-		for kind := range 5 {
-			t[tcp][kind] = makeFlowTemplate(tcp == 1, uint64(kind))
-		}
+// flowTemplates is indexed by packet kind and flow%2 (TCP, UDP).
+var flowTemplates = func() (t [5][2]flowTemplate) {
+	for kind := range 5 {
+		t[kind][0] = makeFlowTemplate(true, uint64(kind))
+		t[kind][1] = makeFlowTemplate(false, uint64(kind))
 	}
 	return t
 }()
@@ -224,77 +238,115 @@ func makeFlowTemplate(tcp bool, kind uint64) flowTemplate {
 		l4[12], l4[13] = 5<<4, flags
 		be.PutUint16(l4[14:], 65535)
 		ft.l4Sum = 6 + 20 + sum16(l4[:20])
+		ft.sport = 80
 	} else {
 		ip[9] = 17
 		be.PutUint16(ip[2:], 46)
 		be.PutUint16(l4[4:], 26)
 		ft.l4Sum = 17 + 26 + sum16(l4[:26])
+		ft.sport = 53
 	}
 	ft.ipSum = sum16(ip)
+	ft.tcp, ft.reply = tcp, reply
+	if kind < 2 {
+		ft.synSeq = 1
+	}
+	if kind != 0 {
+		ft.ackMask = ^uint32(0)
+	}
 	return ft
 }
 
-// flowFields returns packet kind of flow f's per-flow fields, the
-// addresses as big-endian words (built as words: bytes stored one at a
-// time and loaded as a word would stall the store forwarding). Even flows
-// are TCP, odd UDP.
-func flowFields(f, kind uint64) (tcp bool, src, dst uint32, sp, dp uint16, seq, ack uint32) {
-	tcp = f%2 == 0
-	client := 10<<24 | uint32(f)&0xffffff
-	server := uint32(198)<<24 | 51<<16 | 100<<8 | uint32(1+f%flowServers)
-	cport := uint16(1024 + f/flowServers)
-	sport := uint16(53)
-	if tcp {
-		sport = 80
-	}
-	src, dst, sp, dp = client, server, cport, sport
-	if kind == 1 || kind == 4 {
-		src, dst, sp, dp = server, binary.BigEndian.Uint32(flowNAT[:]), sport, cport
-	}
-	if tcp {
-		cisn, sisn := uint32(f*2654435761), uint32(f*40503+7)
-		switch kind {
-		case 0:
-			seq = cisn // SYN
-		case 1:
-			seq, ack = sisn, cisn+1 // SYN/ACK
-		case 2, 3:
-			seq, ack = cisn+1, sisn+1 // ACK
-		case 4:
-			seq, ack = sisn+1, cisn+1
-		}
-	}
+// flowEnds returns flow f's fields: the client's and the server's
+// address as big-endian words (built as words: bytes stored one at a time
+// and loaded as a word would stall the store forwarding), the client's
+// port, and the sequence numbers each end sends after its SYN (its ISN +
+// 1; only TCP's packets carry them). Even flows are TCP, odd UDP; the
+// server's port is its template's.
+func flowEnds(f uint64) (client, server, cport, cseq, sseq uint32) {
+	// f in 32 bits (exact: a port holds f/200, so f < 12.9M): a 32-bit
+	// division by a constant is a multiply in any register, a 64-bit one
+	// ties up the two a MUL needs.
+	f32 := uint32(f)
+	client = 10<<24 | f32&0xffffff
+	server = 198<<24 | 51<<16 | 100<<8 | (1 + f32%flowServers)
+	cport = 1024 + f32/flowServers
+	cseq, sseq = uint32(f*2654435761)+1, uint32(f*40503+7)+1
 	return
 }
 
-// writeFlowPacket writes packet kind of flow f into dst (60 bytes) and
-// returns its length.
-func writeFlowPacket(dst []byte, f, kind uint64) int {
+// flowNAT is the SNAT address (192.0.2.1, the pipeline's) as a word: the
+// destination of every reply, as the NAT keeps each client's port.
+const flowNAT = 192<<24 | 0<<16 | 2<<8 | 1
+
+// writeFlows writes packet kind of flows f, f+stride, f+2*stride, ...
+// (modulo flows) into the frames descs name and returns the flow after
+// the last. Its loops make no call (each would cost the loop its
+// registers, saved and restored around it), and the server's packets
+// have a loop of their own: choosing between the two directions' fields
+// in one loop cost some 20 instructions a packet more.
+func writeFlows(mem []byte, descs []rings.Desc, f, stride, flows, kind uint64) uint64 {
+	fts := &flowTemplates[kind] // [f%2]: TCP, UDP
+	if fts[0].reply {
+		// The server's packets: to the NAT address and the client's
+		// port, which the NAT keeps.
+		for i := range descs {
+			addr := descs[i].Addr
+			_, server, cport, cseq, sseq := flowEnds(f)
+			ft := &fts[f%2]
+			if f += stride; f >= flows {
+				f -= flows
+			}
+			d := (*[flowPacketLen]byte)(mem[addr : addr+flowPacketLen])
+			sum := putFlowIP(d, ft, server, flowNAT, ft.sport<<16|cport)
+			putFlowL4(d, ft, sum, sseq-ft.synSeq, cseq)
+		}
+		return f
+	}
+	for i := range descs {
+		addr := descs[i].Addr
+		client, server, cport, cseq, sseq := flowEnds(f)
+		ft := &fts[f%2]
+		if f += stride; f >= flows {
+			f -= flows
+		}
+		d := (*[flowPacketLen]byte)(mem[addr : addr+flowPacketLen])
+		sum := putFlowIP(d, ft, client, server, cport<<16|ft.sport)
+		putFlowL4(d, ft, sum, cseq-ft.synSeq, sseq&ft.ackMask)
+	}
+	return f
+}
+
+// putFlowIP writes template ft into d with the addresses, the ports
+// (one word, the source port high) and the IP header's checksum, and
+// returns the L4 checksum's sum so far: its template's, the addresses'
+// and the ports'.
+//
+// A 32-bit word adds to a ones' complement sum as its two 16-bit halves
+// do (2^16 = 1 modulo 0xffff), so each checksum is its template's sum
+// plus the fields as plain numbers, folded once. putFlowIP and putFlowL4
+// are small enough to inline, where one function would be a call.
+func putFlowIP(d *[flowPacketLen]byte, ft *flowTemplate, src, dst, ports uint32) uint64 {
 	be := binary.BigEndian
-	tcp, s, t, sp, dp, seq, ack := flowFields(f, kind)
-	ti := 0
-	if tcp {
-		ti = 1
-	}
-	ft := &flowTemplates[ti][kind]
-	d := (*[60]byte)(dst[:60])
 	*d = ft.b
-	be.PutUint32(d[26:], s)
-	be.PutUint32(d[30:], t)
-	be.PutUint16(d[34:], sp)
-	be.PutUint16(d[36:], dp)
-	addrs := s>>16 + s&0xffff + t>>16 + t&0xffff
-	l4 := ft.l4Sum + addrs + uint32(sp) + uint32(dp)
-	if tcp {
-		be.PutUint32(d[38:], seq)
-		be.PutUint32(d[42:], ack)
-		l4 += seq>>16 + seq&0xffff + ack>>16 + ack&0xffff
-		be.PutUint16(d[50:], ^fold2(l4))
-	} else {
-		be.PutUint16(d[40:], ^fold2(l4))
+	be.PutUint64(d[26:], uint64(src)<<32|uint64(dst))
+	be.PutUint32(d[34:], ports)
+	addrs := uint64(src) + uint64(dst)
+	be.PutUint16(d[24:], ^fold64(uint64(ft.ipSum)+addrs))
+	return uint64(ft.l4Sum) + addrs + uint64(ports)
+}
+
+// putFlowL4 finishes putFlowIP's packet: for TCP the sequence and ack
+// numbers, and the TCP or UDP checksum (sum is putFlowIP's).
+func putFlowL4(d *[flowPacketLen]byte, ft *flowTemplate, sum uint64, seq, ack uint32) {
+	be := binary.BigEndian
+	if !ft.tcp {
+		be.PutUint16(d[34+6:], ^fold64(sum))
+		return
 	}
-	be.PutUint16(d[24:], ^fold2(ft.ipSum+addrs))
-	return 60
+	be.PutUint32(d[34+4:], seq)
+	be.PutUint32(d[34+8:], ack)
+	be.PutUint16(d[34+16:], ^fold64(sum+uint64(seq)+uint64(ack)))
 }
 
 // sum16 is the ones'-complement sum of b's 16-bit words (even length),
@@ -308,13 +360,11 @@ func sum16(b []byte) uint32 {
 	return s // a few dozen words: no carry out
 }
 
-// fold2 is fold16 in two fixed steps, enough for any sum below 2^31 (the
-// generator's are a template's constant and a dozen 16-bit words): the
-// loop cost the generator some 14 instructions a packet.
-func fold2(s uint32) uint16 {
-	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	return uint16(s)
+// fold64 is the 16-bit ones' complement sum of words whose plain sum is
+// s (not 0): congruent to s modulo 0xffff and never 0, fold16's result
+// for any sum, in one division by a constant.
+func fold64(s uint64) uint16 {
+	return uint16((s-1)%0xffff + 1)
 }
 
 func fold16(s uint32) uint16 {

@@ -113,6 +113,14 @@ func TestFlowPacketsMatch(t *testing.T) {
 	}
 }
 
+// writeFlowPacket writes packet kind of flow f into dst (60 bytes) as
+// the port does (writeFlows for one packet) and returns its length.
+func writeFlowPacket(dst []byte, f, kind uint64) int {
+	desc := [1]rings.Desc{{Addr: 0}}
+	writeFlows(dst, desc[:], f, 0, f+1, kind)
+	return flowPacketLen
+}
+
 // buildFlowPacket builds packet kind of flow f field by field, both
 // checksums summed over the whole header: the reference for the
 // generator's templates.
@@ -176,41 +184,48 @@ func buildFlowPacket(d []byte, f, kind uint64) {
 	be.PutUint16(ip[10:], ^fold16(sum(ip)))
 }
 
-// TestFlowPortOrder: the steady phase sends every flow's client packet
-// once in the scattered order, then every server packet, and so on, as
-// (j%flows)*stride%flows says.
+// TestFlowPortOrder: the port writes, byte for byte, the full builds of
+// the packets (buildFlowPacket) in the row's order: every flow's three
+// set-up packets in flow order, then in the steady phase every flow's
+// client packet once in the scattered order ((j%flows)*stride%flows for
+// steady packet j), then every server packet, and so on. The flow counts
+// and batch sizes split the runs of one kind anywhere, and the flows go
+// past the server count; every frame goes back to the arena.
 func TestFlowPortOrder(t *testing.T) {
-	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const flows, steady = 7, 40
-	p := newFlowPort(a, flows, steady)
-	b := rings.NewBatch(8, a)
-	var i uint64
-	for {
-		b.Clear()
-		n, err := p.Receive(b)
+	for _, c := range []struct {
+		flows, steady uint64
+		batch         int
+	}{{7, 40, 8}, {1, 5, 4}, {401, 3000, 48}, {1000, 5000, 64}} {
+		a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048, Headroom: 256})
 		if err != nil {
-			break
+			t.Fatal(err)
 		}
-		for k := range n {
-			d := b.Descs[k]
-			var want [60]byte
-			if i < p.warm {
-				writeFlowPacket(want[:], i%flows, i/flows)
-			} else {
-				j := i - p.warm
-				writeFlowPacket(want[:], (j%flows)*p.stride%flows, 3+(j/flows)%2)
+		p := newFlowPort(a, c.flows, c.steady)
+		b := rings.NewBatch(c.batch, a)
+		var i uint64
+		for {
+			b.Clear()
+			n, err := p.Receive(b)
+			if err != nil {
+				break
 			}
-			if got := a.Mem()[d.Addr : d.Addr+60]; string(got) != string(want[:]) {
-				t.Fatalf("packet %d: got %x want %x", i, got, want)
+			for k := range n {
+				f, kind := i%c.flows, i/c.flows
+				if i >= p.warm {
+					j := i - p.warm
+					f, kind = (j%c.flows)*p.stride%c.flows, 3+(j/c.flows)%2
+				}
+				var want [60]byte
+				buildFlowPacket(want[:], f, kind)
+				if d := b.Descs[k]; d.Len != 60 || string(a.Mem()[d.Addr:d.Addr+60]) != string(want[:]) {
+					t.Fatalf("%d flows, packet %d (flow %d kind %d): got %d bytes %x want %x", c.flows, i, f, kind, d.Len, a.Mem()[d.Addr:d.Addr+60], want)
+				}
+				i++
 			}
-			i++
+			p.Recycle(b.Descs)
 		}
-		p.Recycle(b.Descs)
-	}
-	if i != 3*flows+steady {
-		t.Fatalf("%d packets, want %d", i, 3*flows+steady)
+		if i != 3*c.flows+c.steady || a.FreeFrames() != 64 {
+			t.Fatalf("%d flows: %d packets, want %d; %d frames free, want 64", c.flows, i, 3*c.flows+c.steady, a.FreeFrames())
+		}
 	}
 }
