@@ -400,6 +400,10 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			idx, next = idx[c:], next[c:]
 		}
 	}
+	// classify's counters, marked once here instead of for every packet
+	// (marking one that did not move publishes the same value).
+	s.live.mark(ctcClass + int(rings.CTNew))
+	s.live.mark(ctcClass + int(rings.CTEstablished))
 	if n := t.sweep(t.sweepDue()); n > 0 {
 		s.c[ctcExpiries] += uint64(n)
 		s.c[ctcEntries] -= uint64(n)
@@ -535,23 +539,21 @@ func (s *ctStage) zone(m *rings.Meta) uint16 {
 	return 0
 }
 
-// classify sets packet i's class from its entry e in direction dir and
-// notes the entry for later stages; a reply marks the entry seen-reply.
-func (s *ctStage) classify(b *rings.Batch, i int, e uint32, dir uint8) Edge {
-	m := &b.Meta[i]
+// classify sets packet i's class (in m, its metadata) from its entry e
+// in direction dir and notes the entry for later stages; a reply marks
+// the entry seen-reply. Small enough to inline: its two counters (new,
+// established) are marked moved for the live counters once a vector, by
+// Process, whence alone classify is called, not for every packet.
+func (s *ctStage) classify(b *rings.Batch, i int, m *rings.Meta, e uint32, dir uint8) {
 	en := &s.tab.ent[e]
-	switch {
-	case dir == 1:
-		m.CT = rings.CTEstablished | rings.CTReply
-		en.status |= ctStSeenReply
-	case en.status&ctStSeenReply != 0:
-		m.CT = rings.CTEstablished
-	default:
-		m.CT = rings.CTNew
-	}
+	en.status |= dir * ctStSeenReply // dir is 0 or 1: a reply sets it
+	// New, or established (rings.CTNew+1) once the flow has seen a
+	// reply: no branch.
+	ct := rings.CTNew + (en.status&ctStSeenReply)/ctStSeenReply
+	m.CT = ct | dir*rings.CTReply
 	s.cur[i], s.curSeq[i] = e+1, m.Seq
-	s.count(ctcClass+int(m.CT&rings.CTStateMask), b.Descs[i].Len)
-	return 0
+	s.c[ctcClass+int(ct)]++
+	s.bytes[ctcClass+int(ct)] += uint64(b.Descs[i].Len)
 }
 
 func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
@@ -725,7 +727,8 @@ func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
 		s.nat.decide(e, &s.tab.ent[e])
 	}
 	s.fresh = append(s.fresh, ctFresh{i: uint16(i), e: e})
-	return s.classify(b, i, e, 0)
+	s.classify(b, i, &b.Meta[i], e, 0)
+	return 0
 }
 
 // ctV4HeaderDeferred reports whether track leaves IPv4 packet m's
@@ -811,12 +814,13 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 		case tcpAccept:
 			en.expires = t.now + to
 		case tcpKill:
-			edge := s.classify(b, i, e, dir)
+			s.classify(b, i, m, e, dir)
 			s.cur[i] = 0 // the entry goes now: later stages see none
 			s.drop(e, ctcDeletes)
-			return edge
+			return 0
 		}
-		return s.classify(b, i, e, dir)
+		s.classify(b, i, m, e, dir)
+		return 0
 	}
 	return s.invalid(b, i, ctrTCPState) // reopened twice: cannot happen
 }
@@ -880,7 +884,8 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	} else {
 		en.expires = t.now + s.t.to.udp
 	}
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, e, dir)
+	return 0
 }
 
 func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
@@ -933,7 +938,8 @@ func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTupl
 		return s.commitNew(b, i, e)
 	}
 	t.ent[e].expires = t.now + s.t.to.icmp
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, e, dir)
+	return 0
 }
 
 // related classes an ICMP error by the flow of the packet it quotes (its
@@ -978,7 +984,8 @@ func (s *ctStage) generic(b *rings.Batch, i int, m *rings.Meta, k *ctTuple) Edge
 		return s.commitNew(b, i, e)
 	}
 	t.ent[e].expires = t.now + s.t.to.generic
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, e, dir)
+	return 0
 }
 
 // laterFragment classes a non-first fragment by its datagram's flow when
@@ -1003,7 +1010,8 @@ func (s *ctStage) laterFragment(b *rings.Batch, i int, m *rings.Meta, k *ctTuple
 	if !ok {
 		return s.invalid(b, i, ctrFragmentNoFlow)
 	}
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, e, dir)
+	return 0
 }
 
 // Commit implements Committer: flows created in this batch whose packet
