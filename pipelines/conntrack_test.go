@@ -766,3 +766,30 @@ func TestConntrackHeaderChecksumFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestConntrackLiveCounters: after every vector and a Publish, the
+// conntrack stage's live counters are its own. classify marks its two
+// counters (new, established) moved once a vector, in Process, not for
+// every packet: a vector of new flows, one of their replies, one of
+// both directions again.
+func TestConntrackLiveCounters(t *testing.T) {
+	s := newSFRig(t, ctYAML("", ""))
+	var orig, reply [][]byte
+	for f := range 5 {
+		orig = append(orig, sfUDP(t, cli, srv, uint16(1000+f), 53, 8))
+		reply = append(reply, sfUDP(t, srv, cli, 53, uint16(1000+f), 8))
+	}
+	for round, vec := range [][][]byte{orig, reply, append(orig, reply...)} {
+		s.send(vec...)
+		s.r.Publish()
+		want, got := liveMap(runnerList(s.r, false)), liveMap(runnerList(s.r, true))
+		for _, key := range []string{"ct/ct=new", "ct/ct=established"} {
+			if got[key] != want[key] || round == 2 && want[key].Packets == 0 {
+				t.Fatalf("round %d: %s live %v, want %v", round, key, got[key], want[key])
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d: live %v\nwant %v", round, got, want)
+		}
+	}
+}
