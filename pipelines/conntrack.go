@@ -584,33 +584,43 @@ func (s *ctStage) track(b *rings.Batch, i int) Edge {
 		return s.invalid(b, i, ctrMalformed)
 	}
 	p := b.Packet(i)
-	l3 := int(m.L3Off)
+	proto := m.IPProto
+	// A TCP or UDP packet that is not a fragment goes to tcp or udp
+	// first: over IPv4 they check its header's checksum with its L4
+	// checksum, in one call (and check the header first on every path
+	// that ends before that: ctV4HeaderDeferred). Any other IPv4 packet
+	// has its header checked here. The tuple is built where it is
+	// needed: TCP and UDP packets of a flow the prefetching passes found
+	// are matched against their entry from the metadata (findPacket) and
+	// need none.
+	if f&rings.FlagFragment == 0 {
+		switch proto {
+		case 6:
+			return s.tcp(b, i, m, p)
+		case 17:
+			return s.udp(b, i, m, p)
+		}
+	}
 	v6 := f&rings.FlagIPv6 != 0
-	// An IPv4 TCP or UDP packet that is not a fragment has its header
-	// checked with its L4 checksum, in one call, by tcp and udp (which
-	// check the header first on every path that ends before that:
-	// ctV4HeaderDeferred); any other packet here.
-	if s.t.checksum && !v6 && !ctV4HeaderDeferred(m) && !ipv4HeaderOK(p, l3) {
+	if s.t.checksum && !v6 && !ipv4HeaderOK(p, int(m.L3Off)) {
 		return s.invalid(b, i, ctrChecksum)
 	}
-	// The tuple is built where it is needed: TCP and UDP packets of a
-	// flow the prefetching passes found are matched against their entry
-	// from the metadata (findPacket) and need none.
-	var k ctTuple
 	if f&rings.FlagFragment != 0 && f&rings.FlagFirstFrag == 0 {
+		var k ctTuple
 		s.keyAddrs(m, &k)
 		return s.laterFragment(b, i, m, &k)
 	}
-	switch proto := m.IPProto; {
+	switch {
 	case proto == 6:
-		return s.tcp(b, i, m, p, &k)
+		return s.tcp(b, i, m, p)
 	case proto == 17 || proto == 136:
-		return s.udp(b, i, m, p, &k)
-	case proto == 1 && !v6, proto == 58 && v6:
-		s.keyAddrs(m, &k)
+		return s.udp(b, i, m, p)
+	}
+	var k ctTuple
+	s.keyAddrs(m, &k)
+	if proto == 1 && !v6 || proto == 58 && v6 {
 		return s.icmp(b, i, m, p, &k)
 	}
-	s.keyAddrs(m, &k)
 	return s.generic(b, i, m, &k)
 }
 
@@ -621,13 +631,22 @@ func (s *ctStage) keyAddrs(m *rings.Meta, k *ctTuple) {
 	k.zone = s.zone(m)
 }
 
-// findPacket looks up the flow of TCP or UDP packet m, filling k (its
-// tuple) for the caller when it is not found: first the entry the
-// prefetching passes named for it, matched against the metadata (an
+// portKey fills k with TCP or UDP packet m's tuple.
+func (s *ctStage) portKey(m *rings.Meta, k *ctTuple) {
+	s.keyAddrs(m, k)
+	k.sport, k.dport = m.SrcPort, m.DstPort
+}
+
+// findPacket looks up the flow of TCP or UDP packet m: first the entry
+// the prefetching passes named for it, matched against the metadata (an
 // IPv4 entry's original tuple, or its reply tuple with the translation),
-// then find with the tuple. What it finds is what find would.
-func (s *ctStage) findPacket(m *rings.Meta, k *ctTuple) (e uint32, dir uint8, ok bool) {
-	if c := s.slot; c != 0 && s.h != 0 && m.Flags&rings.FlagIPv6 == 0 {
+// then find with its tuple (portKey; the caller builds it again for a
+// flow not found, which is rare, rather than every packet zeroing one).
+// What it finds is what find would.
+func (s *ctStage) findPacket(m *rings.Meta) (e uint32, dir uint8, ok bool) {
+	// A candidate is only ever named for a packet the passes hashed
+	// (s.h is not 0).
+	if c := s.slot; c != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
 		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
@@ -638,9 +657,9 @@ func (s *ctStage) findPacket(m *rings.Meta, k *ctTuple) (e uint32, dir uint8, ok
 			s.drop(e, ctcExpiries) // and find, below, finds nothing
 		}
 	}
-	s.keyAddrs(m, k)
-	k.sport, k.dport = m.SrcPort, m.DstPort
-	return s.find(k, -1)
+	var k ctTuple
+	s.portKey(m, &k)
+	return s.find(&k, -1)
 }
 
 // find looks k up, removing the entry it finds when it has expired. The
@@ -757,7 +776,7 @@ func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
 	return 1
 }
 
-func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
 	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check
@@ -792,9 +811,11 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	seg.win, seg.payload = binary.BigEndian.Uint16(th[14:]), uint32(end-l4-doff)
 	t := s.tab
 	for range 2 { // a reopened flow is looked up again, once
-		e, dir, ok := s.findPacket(m, k)
+		e, dir, ok := s.findPacket(m)
 		if !ok {
-			return s.newTCP(b, i, k, &seg)
+			var k ctTuple
+			s.portKey(m, &k)
+			return s.newTCP(b, i, &k, &seg)
 		}
 		en := &t.ent[e]
 		v, to := tcpPacket(en, dir, &seg, &s.t.to)
@@ -848,7 +869,7 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 	return s.commitNew(b, i, e)
 }
 
-func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
 	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check (UDP, not UDP-Lite)
@@ -864,9 +885,11 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 		return s.invalid(b, i, ctrChecksum)
 	}
 	t := s.tab
-	e, dir, ok := s.findPacket(m, k)
+	e, dir, ok := s.findPacket(m)
 	if !ok {
-		e, ok = s.create(k, t.now+s.t.to.udp)
+		var k ctTuple
+		s.portKey(m, &k)
+		e, ok = s.create(&k, t.now+s.t.to.udp)
 		if !ok {
 			return s.tableFull(b, i)
 		}
