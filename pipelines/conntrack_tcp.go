@@ -451,18 +451,21 @@ func tcpWindowUpdate(en *ctEntry, dir uint8, s *tcpSeg, seq, ack, sack, end, win
 
 // tcpTimeout is the state machine's choice of timeout for an accepted
 // segment of kind index that left the entry in state newState.
+// Small enough to inline (each timeout read once), so that the ACK
+// path's call, with the segment kind and the state constant, folds.
 func tcpTimeout(en *ctEntry, index, newState uint8, to *ctTimeouts) uint32 {
+	t, retrans := to.tcp[newState], to.tcp[tcpRetrans]
 	switch {
-	case en.retrans() >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans]
+	case en.retrans() >= tcpMaxRetrans && t > retrans:
+		return retrans
 	case index == tcpRstSet:
 		return to.tcp[tcpClose]
-	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && to.tcp[newState] > to.tcp[tcpUnack]:
+	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && t > to.tcp[tcpUnack]:
 		return to.tcp[tcpUnack]
-	case en.lastWin == 0 && to.tcp[newState] > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans]
+	case en.lastWin == 0 && t > retrans:
+		return retrans
 	}
-	return to.tcp[newState]
+	return t
 }
 
 // tcpPacket is Linux's nf_conntrack_tcp_packet after the checks and
