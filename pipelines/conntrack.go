@@ -540,12 +540,11 @@ func (s *ctStage) zone(m *rings.Meta) uint16 {
 }
 
 // classify sets packet i's class (in m, its metadata) from its entry e
-// in direction dir and notes the entry for later stages; a reply marks
+// (en) in direction dir and notes the entry for later stages; a reply marks
 // the entry seen-reply. Small enough to inline: its two counters (new,
 // established) are marked moved for the live counters once a vector, by
 // Process, whence alone classify is called, not for every packet.
-func (s *ctStage) classify(b *rings.Batch, i int, m *rings.Meta, e uint32, dir uint8) {
-	en := &s.tab.ent[e]
+func (s *ctStage) classify(b *rings.Batch, i int, m *rings.Meta, en *ctEntry, e uint32, dir uint8) {
 	en.status |= dir * ctStSeenReply // dir is 0 or 1: a reply sets it
 	// New, or established (rings.CTNew+1) once the flow has seen a
 	// reply: no branch.
@@ -588,8 +587,8 @@ func (s *ctStage) track(b *rings.Batch, i int) Edge {
 	// A TCP or UDP packet that is not a fragment goes to tcp or udp
 	// first: over IPv4 they check its header's checksum with its L4
 	// checksum, in one call (and check the header first on every path
-	// that ends before that: ctV4HeaderDeferred). Any other IPv4 packet
-	// has its header checked here. The tuple is built where it is
+	// that ends before that: malformed). Any other IPv4 packet has its
+	// header checked here. The tuple is built where it is
 	// needed: TCP and UDP packets of a flow the prefetching passes found
 	// are matched against their entry from the metadata (findPacket) and
 	// need none.
@@ -637,29 +636,33 @@ func (s *ctStage) portKey(m *rings.Meta, k *ctTuple) {
 	k.sport, k.dport = m.SrcPort, m.DstPort
 }
 
-// findPacket looks up the flow of TCP or UDP packet m: first the entry
+// findPacket looks up the flow of TCP or UDP packet m (its entry, en, is
+// entry e of the table): first the entry
 // the prefetching passes named for it, matched against the metadata (an
 // IPv4 entry's original tuple, or its reply tuple with the translation),
 // then find with its tuple (portKey; the caller builds it again for a
 // flow not found, which is rare, rather than every packet zeroing one).
 // What it finds is what find would.
-func (s *ctStage) findPacket(m *rings.Meta) (e uint32, dir uint8, ok bool) {
+func (s *ctStage) findPacket(m *rings.Meta) (en *ctEntry, e uint32, dir uint8, ok bool) {
 	// A candidate is only ever named for a packet the passes hashed
 	// (s.h is not 0).
 	if c := s.slot; c != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
-		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
+		if en = &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
 			tuple4Eq(en, dir, binary.LittleEndian.Uint32(m.SrcIP[:4]), binary.LittleEndian.Uint32(m.DstIP[:4]), m.SrcPort, m.DstPort) {
 			if en.status&ctStTentative != 0 || !t.expired(en) {
-				return e, dir, true
+				return en, e, dir, true
 			}
 			s.drop(e, ctcExpiries) // and find, below, finds nothing
 		}
 	}
 	var k ctTuple
 	s.portKey(m, &k)
-	return s.find(&k, -1)
+	if e, dir, ok = s.find(&k, -1); !ok {
+		return nil, 0, 0, false
+	}
+	return &s.tab.ent[e], e, dir, true
 }
 
 // find looks k up, removing the entry it finds when it has expired. The
@@ -746,16 +749,8 @@ func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
 		s.nat.decide(e, &s.tab.ent[e])
 	}
 	s.fresh = append(s.fresh, ctFresh{i: uint16(i), e: e})
-	s.classify(b, i, &b.Meta[i], e, 0)
+	s.classify(b, i, &b.Meta[i], &s.tab.ent[e], e, 0)
 	return 0
-}
-
-// ctV4HeaderDeferred reports whether track leaves IPv4 packet m's
-// header checksum to tcp or udp, which check it with the L4 checksum:
-// a TCP or UDP packet that is not a fragment (the packets whose L4
-// checksum those check).
-func ctV4HeaderDeferred(m *rings.Meta) bool {
-	return m.Flags&rings.FlagFragment == 0 && (m.IPProto == 6 || m.IPProto == 17)
 }
 
 // malformed drops packet i as malformed, or for its IPv4 header's
@@ -779,7 +774,9 @@ func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
 func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
-	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check
+	// The IPv4 header is ours to check, track says, unless the packet
+	// is a fragment (UDP-Lite's too, in udp).
+	hdr := s.t.checksum && m.Flags&(rings.FlagIPv6|rings.FlagFragment) == 0
 	if m.Flags&rings.FlagL4 == 0 || l4+tcpMinHdr > len(p) {
 		return s.malformed(b, i, p, l3, hdr)
 	}
@@ -811,13 +808,12 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	seg.win, seg.payload = binary.BigEndian.Uint16(th[14:]), uint32(end-l4-doff)
 	t := s.tab
 	for range 2 { // a reopened flow is looked up again, once
-		e, dir, ok := s.findPacket(m)
+		en, e, dir, ok := s.findPacket(m)
 		if !ok {
 			var k ctTuple
 			s.portKey(m, &k)
 			return s.newTCP(b, i, &k, &seg)
 		}
-		en := &t.ent[e]
 		v, to := tcpPacket(en, dir, &seg, &s.t.to)
 		switch v {
 		case tcpReopen:
@@ -835,12 +831,12 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 		case tcpAccept:
 			en.expires = t.now + to
 		case tcpKill:
-			s.classify(b, i, m, e, dir)
+			s.classify(b, i, m, en, e, dir)
 			s.cur[i] = 0 // the entry goes now: later stages see none
 			s.drop(e, ctcDeletes)
 			return 0
 		}
-		s.classify(b, i, m, e, dir)
+		s.classify(b, i, m, en, e, dir)
 		return 0
 	}
 	return s.invalid(b, i, ctrTCPState) // reopened twice: cannot happen
@@ -872,7 +868,7 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
-	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check (UDP, not UDP-Lite)
+	hdr := s.t.checksum && m.Flags&(rings.FlagIPv6|rings.FlagFragment) == 0 && m.IPProto == 17 // as in tcp
 	if m.Flags&rings.FlagL4 == 0 {
 		return s.malformed(b, i, p, l3, hdr)
 	}
@@ -885,7 +881,7 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 		return s.invalid(b, i, ctrChecksum)
 	}
 	t := s.tab
-	e, dir, ok := s.findPacket(m)
+	en, e, dir, ok := s.findPacket(m)
 	if !ok {
 		var k ctTuple
 		s.portKey(m, &k)
@@ -896,7 +892,6 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 		t.ent[e].seen[0].end = t.now + 2000 // Linux's stream_ts: two seconds on
 		return s.commitNew(b, i, e)
 	}
-	en := &t.ent[e]
 	if en.status&ctStSeenReply != 0 {
 		extra := s.t.to.udp
 		if after(t.now, en.seen[0].end) {
@@ -907,7 +902,7 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	} else {
 		en.expires = t.now + s.t.to.udp
 	}
-	s.classify(b, i, m, e, dir)
+	s.classify(b, i, m, en, e, dir)
 	return 0
 }
 
@@ -960,8 +955,9 @@ func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTupl
 		t.ent[e].state = typ
 		return s.commitNew(b, i, e)
 	}
-	t.ent[e].expires = t.now + s.t.to.icmp
-	s.classify(b, i, m, e, dir)
+	en := &t.ent[e]
+	en.expires = t.now + s.t.to.icmp
+	s.classify(b, i, m, en, e, dir)
 	return 0
 }
 
@@ -1006,8 +1002,9 @@ func (s *ctStage) generic(b *rings.Batch, i int, m *rings.Meta, k *ctTuple) Edge
 		}
 		return s.commitNew(b, i, e)
 	}
-	t.ent[e].expires = t.now + s.t.to.generic
-	s.classify(b, i, m, e, dir)
+	en := &t.ent[e]
+	en.expires = t.now + s.t.to.generic
+	s.classify(b, i, m, en, e, dir)
 	return 0
 }
 
@@ -1033,7 +1030,7 @@ func (s *ctStage) laterFragment(b *rings.Batch, i int, m *rings.Meta, k *ctTuple
 	if !ok {
 		return s.invalid(b, i, ctrFragmentNoFlow)
 	}
-	s.classify(b, i, m, e, dir)
+	s.classify(b, i, m, &s.tab.ent[e], e, dir)
 	return 0
 }
 
