@@ -423,10 +423,12 @@ const ctChunk = 64
 // each one's probe starts at.
 func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	var k ctTuple
+	t := s.tab
+	hints := s.hint[:len(idx)] // no bounds checks in the loop
 	for j, i := range idx {
 		m := &b.Meta[i]
-		s.hint[j] = 0
-		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
+		hints[j] = 0
+		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) == 0 || f&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
 			continue
 		}
 		var h uint32
@@ -437,12 +439,12 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 			k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
 			h = k.hash()
 		}
-		s.hint[j] = 1<<32 | uint64(h)
+		hints[j] = 1<<32 | uint64(h)
 		if havePrefetch {
 			// The index line where the probe starts, as soon as the
 			// hash is known (in this loop: a prefetch does not wait, and
 			// a pass of its own cost some 20 instructions a packet).
-			prefetchSlot(&s.tab.idx[s.tab.home(h)])
+			prefetchSlot(&t.idx[t.home(h)])
 		}
 	}
 }
@@ -555,7 +557,11 @@ func (s *ctStage) classify(b *rings.Batch, i int, m *rings.Meta, en *ctEntry, e 
 	s.bytes[ctcClass+int(ct)] += uint64(b.Descs[i].Len)
 }
 
+// invalid, untracked and tableFull give packet i no entry (cur[i] 0):
+// every packet track takes ends in one of them, classify or related,
+// which set cur[i] for it.
 func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTInvalid
 	n := b.Descs[i].Len
 	s.count(ctcClass+int(rings.CTInvalid), n)
@@ -564,6 +570,7 @@ func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
 }
 
 func (s *ctStage) untracked(b *rings.Batch, i int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTUntracked
 	s.count(ctcClass+int(rings.CTUntracked), b.Descs[i].Len)
 	return 0
@@ -572,7 +579,6 @@ func (s *ctStage) untracked(b *rings.Batch, i int) Edge {
 // track gives packet i its class, creating or updating its flow.
 func (s *ctStage) track(b *rings.Batch, i int) Edge {
 	m := &b.Meta[i]
-	s.cur[i] = 0
 	f := m.Flags
 	if f&(rings.FlagIPv4|rings.FlagIPv6) == 0 {
 		return s.untracked(b, i)
@@ -766,6 +772,7 @@ func (s *ctStage) malformed(b *rings.Batch, i int, p []byte, l3 int, hdr bool) E
 
 // tableFull drops packet i: its flow cannot get an entry.
 func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTInvalid
 	s.count(ctcTableFull, b.Descs[i].Len)
 	return 1
