@@ -70,12 +70,12 @@ func ctIPEnd(p []byte, l3 int, v6 bool) int {
 		if l3+ipv6HdrLen > len(p) {
 			return len(p)
 		}
-		end = l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:]))
+		end = l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:l3+6]))
 	} else {
 		if l3+ipv4MinHdr > len(p) {
 			return len(p)
 		}
-		end = l3 + int(binary.BigEndian.Uint16(p[l3+2:]))
+		end = l3 + int(binary.BigEndian.Uint16(p[l3+2:l3+4])) // [2:4], not [2:]: no pointer masking
 	}
 	return min(end, len(p))
 }
