@@ -135,13 +135,13 @@ func ipv4ChecksumsOK(p []byte, l3, l4, end int, proto uint8) bool {
 		return l4Checksums(p, l3, l4, end, false, proto, true)
 	}
 	le := binary.LittleEndian
-	h := (*[ipv4MinHdr]byte)(p[l3:l4])
+	h := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr]) // a constant length: no pointer masking
 	s, c := bits.Add64(le.Uint64(h[0:8]), le.Uint64(h[8:16]), 0)
 	s, c = bits.Add64(s, uint64(le.Uint32(h[16:20])), c)
 	if (s+c)%0xffff != 0 { // s+c cannot carry: s < 2^32 when c is 1
 		return false
 	}
-	seg := p[l4:end]
+	seg := p[l4:end:end] // a capacity of n, not 0: no pointer masking
 	if proto == 17 && seg[6] == 0 && seg[7] == 0 {
 		return true // UDP over IPv4 without a checksum
 	}
