@@ -535,7 +535,7 @@ const ctWarmProbe = 8
 
 // zone returns packet m's zone.
 func (s *ctStage) zone(m *rings.Meta) uint16 {
-	if s.t.zoneVLAN && m.NumVLANs > 0 {
+	if m.NumVLANs > 0 && s.t.zoneVLAN { // the packet first: most have no tag
 		return m.VLANs[0]&0xfff | 0x1000
 	}
 	return 0
