@@ -821,7 +821,14 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 			s.portKey(m, &k)
 			return s.newTCP(b, i, &k, &seg)
 		}
-		v, to := tcpPacket(en, dir, &seg, &s.t.to)
+		// The common segment (an in-window ACK of an established flow)
+		// by tcpEstablishedAck, any other by the general path.
+		v, to := tcpAccept, uint32(0)
+		if ackTo, ok := tcpEstablishedAck(en, dir, &seg, &s.t.to); ok {
+			to = ackTo
+		} else {
+			v, to = tcpPacketGeneral(en, dir, &seg, &s.t.to)
+		}
 		switch v {
 		case tcpReopen:
 			s.drop(e, ctcDeletes)
@@ -863,7 +870,7 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 	t := s.tab
 	en := &t.ent[e]
 	tcpNew(en, seg, s.t.loose)
-	v, to := tcpPacket(en, 0, seg, &s.t.to)
+	v, to := tcpPacketGeneral(en, 0, seg, &s.t.to) // a new entry: never an established one's ACK
 	if v != tcpAccept && v != tcpIgnored {
 		t.free, en.status, en.expires = e+1, 0, t.free // never added: straight back
 		return s.invalid(b, i, ctrTCPState)
