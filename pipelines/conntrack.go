@@ -400,6 +400,10 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			idx, next = idx[c:], next[c:]
 		}
 	}
+	// classify's counters, marked once here instead of for every packet
+	// (marking one that did not move publishes the same value).
+	s.live.mark(ctcClass + int(rings.CTNew))
+	s.live.mark(ctcClass + int(rings.CTEstablished))
 	if n := t.sweep(t.sweepDue()); n > 0 {
 		s.c[ctcExpiries] += uint64(n)
 		s.c[ctcEntries] -= uint64(n)
@@ -419,10 +423,12 @@ const ctChunk = 64
 // each one's probe starts at.
 func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	var k ctTuple
+	t := s.tab
+	hints := s.hint[:len(idx)] // no bounds checks in the loop
 	for j, i := range idx {
 		m := &b.Meta[i]
-		s.hint[j] = 0
-		if m.Flags&(rings.FlagIPv4|rings.FlagIPv6) == 0 || m.Flags&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
+		hints[j] = 0
+		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) == 0 || f&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
 			continue
 		}
 		var h uint32
@@ -433,12 +439,12 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 			k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
 			h = k.hash()
 		}
-		s.hint[j] = 1<<32 | uint64(h)
+		hints[j] = 1<<32 | uint64(h)
 		if havePrefetch {
 			// The index line where the probe starts, as soon as the
 			// hash is known (in this loop: a prefetch does not wait, and
 			// a pass of its own cost some 20 instructions a packet).
-			prefetchSlot(&s.tab.idx[s.tab.home(h)])
+			prefetchSlot(&t.idx[t.home(h)])
 		}
 	}
 }
@@ -529,32 +535,33 @@ const ctWarmProbe = 8
 
 // zone returns packet m's zone.
 func (s *ctStage) zone(m *rings.Meta) uint16 {
-	if s.t.zoneVLAN && m.NumVLANs > 0 {
+	if m.NumVLANs > 0 && s.t.zoneVLAN { // the packet first: most have no tag
 		return m.VLANs[0]&0xfff | 0x1000
 	}
 	return 0
 }
 
-// classify sets packet i's class from its entry e in direction dir and
-// notes the entry for later stages; a reply marks the entry seen-reply.
-func (s *ctStage) classify(b *rings.Batch, i int, e uint32, dir uint8) Edge {
-	m := &b.Meta[i]
-	en := &s.tab.ent[e]
-	switch {
-	case dir == 1:
-		m.CT = rings.CTEstablished | rings.CTReply
-		en.status |= ctStSeenReply
-	case en.status&ctStSeenReply != 0:
-		m.CT = rings.CTEstablished
-	default:
-		m.CT = rings.CTNew
-	}
+// classify sets packet i's class (in m, its metadata) from its entry e
+// (en) in direction dir and notes the entry for later stages; a reply marks
+// the entry seen-reply. Small enough to inline: its two counters (new,
+// established) are marked moved for the live counters once a vector, by
+// Process, whence alone classify is called, not for every packet.
+func (s *ctStage) classify(b *rings.Batch, i int, m *rings.Meta, en *ctEntry, e uint32, dir uint8) {
+	en.status |= dir * ctStSeenReply // dir is 0 or 1: a reply sets it
+	// New, or established (rings.CTNew+1) once the flow has seen a
+	// reply: no branch.
+	ct := rings.CTNew + (en.status&ctStSeenReply)/ctStSeenReply
+	m.CT = ct | dir*rings.CTReply
 	s.cur[i], s.curSeq[i] = e+1, m.Seq
-	s.count(ctcClass+int(m.CT&rings.CTStateMask), b.Descs[i].Len)
-	return 0
+	s.c[ctcClass+int(ct)]++
+	s.bytes[ctcClass+int(ct)] += uint64(b.Descs[i].Len)
 }
 
+// invalid, untracked and tableFull give packet i no entry (cur[i] 0):
+// every packet track takes ends in one of them, classify or related,
+// which set cur[i] for it.
 func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTInvalid
 	n := b.Descs[i].Len
 	s.count(ctcClass+int(rings.CTInvalid), n)
@@ -563,6 +570,7 @@ func (s *ctStage) invalid(b *rings.Batch, i int, reason int) Edge {
 }
 
 func (s *ctStage) untracked(b *rings.Batch, i int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTUntracked
 	s.count(ctcClass+int(rings.CTUntracked), b.Descs[i].Len)
 	return 0
@@ -571,7 +579,6 @@ func (s *ctStage) untracked(b *rings.Batch, i int) Edge {
 // track gives packet i its class, creating or updating its flow.
 func (s *ctStage) track(b *rings.Batch, i int) Edge {
 	m := &b.Meta[i]
-	s.cur[i] = 0
 	f := m.Flags
 	if f&(rings.FlagIPv4|rings.FlagIPv6) == 0 {
 		return s.untracked(b, i)
@@ -582,33 +589,43 @@ func (s *ctStage) track(b *rings.Batch, i int) Edge {
 		return s.invalid(b, i, ctrMalformed)
 	}
 	p := b.Packet(i)
-	l3 := int(m.L3Off)
+	proto := m.IPProto
+	// A TCP or UDP packet that is not a fragment goes to tcp or udp
+	// first: over IPv4 they check its header's checksum with its L4
+	// checksum, in one call (and check the header first on every path
+	// that ends before that: malformed). Any other IPv4 packet has its
+	// header checked here. The tuple is built where it is
+	// needed: TCP and UDP packets of a flow the prefetching passes found
+	// are matched against their entry from the metadata (findPacket) and
+	// need none.
+	if f&rings.FlagFragment == 0 {
+		switch proto {
+		case 6:
+			return s.tcp(b, i, m, p)
+		case 17:
+			return s.udp(b, i, m, p)
+		}
+	}
 	v6 := f&rings.FlagIPv6 != 0
-	// An IPv4 TCP or UDP packet that is not a fragment has its header
-	// checked with its L4 checksum, in one call, by tcp and udp (which
-	// check the header first on every path that ends before that:
-	// ctV4HeaderDeferred); any other packet here.
-	if s.t.checksum && !v6 && !ctV4HeaderDeferred(m) && !ipv4HeaderOK(p, l3) {
+	if s.t.checksum && !v6 && !ipv4HeaderOK(p, int(m.L3Off)) {
 		return s.invalid(b, i, ctrChecksum)
 	}
-	// The tuple is built where it is needed: TCP and UDP packets of a
-	// flow the prefetching passes found are matched against their entry
-	// from the metadata (findPacket) and need none.
-	var k ctTuple
 	if f&rings.FlagFragment != 0 && f&rings.FlagFirstFrag == 0 {
+		var k ctTuple
 		s.keyAddrs(m, &k)
 		return s.laterFragment(b, i, m, &k)
 	}
-	switch proto := m.IPProto; {
+	switch {
 	case proto == 6:
-		return s.tcp(b, i, m, p, &k)
+		return s.tcp(b, i, m, p)
 	case proto == 17 || proto == 136:
-		return s.udp(b, i, m, p, &k)
-	case proto == 1 && !v6, proto == 58 && v6:
-		s.keyAddrs(m, &k)
+		return s.udp(b, i, m, p)
+	}
+	var k ctTuple
+	s.keyAddrs(m, &k)
+	if proto == 1 && !v6 || proto == 58 && v6 {
 		return s.icmp(b, i, m, p, &k)
 	}
-	s.keyAddrs(m, &k)
 	return s.generic(b, i, m, &k)
 }
 
@@ -619,26 +636,39 @@ func (s *ctStage) keyAddrs(m *rings.Meta, k *ctTuple) {
 	k.zone = s.zone(m)
 }
 
-// findPacket looks up the flow of TCP or UDP packet m, filling k (its
-// tuple) for the caller when it is not found: first the entry the
-// prefetching passes named for it, matched against the metadata (an
+// portKey fills k with TCP or UDP packet m's tuple.
+func (s *ctStage) portKey(m *rings.Meta, k *ctTuple) {
+	s.keyAddrs(m, k)
+	k.sport, k.dport = m.SrcPort, m.DstPort
+}
+
+// findPacket looks up the flow of TCP or UDP packet m (its entry, en, is
+// entry e of the table): first the entry
+// the prefetching passes named for it, matched against the metadata (an
 // IPv4 entry's original tuple, or its reply tuple with the translation),
-// then find with the tuple. What it finds is what find would.
-func (s *ctStage) findPacket(m *rings.Meta, k *ctTuple) (e uint32, dir uint8, ok bool) {
-	if c := s.slot; c != 0 && s.h != 0 && m.Flags&rings.FlagIPv6 == 0 {
+// then find with its tuple (portKey; the caller builds it again for a
+// flow not found, which is rare, rather than every packet zeroing one).
+// What it finds is what find would.
+func (s *ctStage) findPacket(m *rings.Meta) (en *ctEntry, e uint32, dir uint8, ok bool) {
+	// A candidate is only ever named for a packet the passes hashed
+	// (s.h is not 0).
+	if c := s.slot; c != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
-		if en := &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
+		if en = &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
 			tuple4Eq(en, dir, binary.LittleEndian.Uint32(m.SrcIP[:4]), binary.LittleEndian.Uint32(m.DstIP[:4]), m.SrcPort, m.DstPort) {
 			if en.status&ctStTentative != 0 || !t.expired(en) {
-				return e, dir, true
+				return en, e, dir, true
 			}
 			s.drop(e, ctcExpiries) // and find, below, finds nothing
 		}
 	}
-	s.keyAddrs(m, k)
-	k.sport, k.dport = m.SrcPort, m.DstPort
-	return s.find(k, -1)
+	var k ctTuple
+	s.portKey(m, &k)
+	if e, dir, ok = s.find(&k, -1); !ok {
+		return nil, 0, 0, false
+	}
+	return &s.tab.ent[e], e, dir, true
 }
 
 // find looks k up, removing the entry it finds when it has expired. The
@@ -725,15 +755,8 @@ func (s *ctStage) commitNew(b *rings.Batch, i int, e uint32) Edge {
 		s.nat.decide(e, &s.tab.ent[e])
 	}
 	s.fresh = append(s.fresh, ctFresh{i: uint16(i), e: e})
-	return s.classify(b, i, e, 0)
-}
-
-// ctV4HeaderDeferred reports whether track leaves IPv4 packet m's
-// header checksum to tcp or udp, which check it with the L4 checksum:
-// a TCP or UDP packet that is not a fragment (the packets whose L4
-// checksum those check).
-func ctV4HeaderDeferred(m *rings.Meta) bool {
-	return m.Flags&rings.FlagFragment == 0 && (m.IPProto == 6 || m.IPProto == 17)
+	s.classify(b, i, &b.Meta[i], &s.tab.ent[e], e, 0)
+	return 0
 }
 
 // malformed drops packet i as malformed, or for its IPv4 header's
@@ -749,15 +772,18 @@ func (s *ctStage) malformed(b *rings.Batch, i int, p []byte, l3 int, hdr bool) E
 
 // tableFull drops packet i: its flow cannot get an entry.
 func (s *ctStage) tableFull(b *rings.Batch, i int) Edge {
+	s.cur[i] = 0
 	b.Meta[i].CT = rings.CTInvalid
 	s.count(ctcTableFull, b.Descs[i].Len)
 	return 1
 }
 
-func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
-	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check
+	// The IPv4 header is ours to check, track says, unless the packet
+	// is a fragment (UDP-Lite's too, in udp).
+	hdr := s.t.checksum && m.Flags&(rings.FlagIPv6|rings.FlagFragment) == 0
 	if m.Flags&rings.FlagL4 == 0 || l4+tcpMinHdr > len(p) {
 		return s.malformed(b, i, p, l3, hdr)
 	}
@@ -789,12 +815,20 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	seg.win, seg.payload = binary.BigEndian.Uint16(th[14:]), uint32(end-l4-doff)
 	t := s.tab
 	for range 2 { // a reopened flow is looked up again, once
-		e, dir, ok := s.findPacket(m, k)
+		en, e, dir, ok := s.findPacket(m)
 		if !ok {
-			return s.newTCP(b, i, k, &seg)
+			var k ctTuple
+			s.portKey(m, &k)
+			return s.newTCP(b, i, &k, &seg)
 		}
-		en := &t.ent[e]
-		v, to := tcpPacket(en, dir, &seg, &s.t.to)
+		// The common segment (an in-window ACK of an established flow)
+		// by tcpEstablishedAck, any other by the general path.
+		v, to := tcpAccept, uint32(0)
+		if ackTo, ok := tcpEstablishedAck(en, dir, &seg, &s.t.to); ok {
+			to = ackTo
+		} else {
+			v, to = tcpPacketGeneral(en, dir, &seg, &s.t.to)
+		}
 		switch v {
 		case tcpReopen:
 			s.drop(e, ctcDeletes)
@@ -811,12 +845,13 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 		case tcpAccept:
 			en.expires = t.now + to
 		case tcpKill:
-			edge := s.classify(b, i, e, dir)
+			s.classify(b, i, m, en, e, dir)
 			s.cur[i] = 0 // the entry goes now: later stages see none
 			s.drop(e, ctcDeletes)
-			return edge
+			return 0
 		}
-		return s.classify(b, i, e, dir)
+		s.classify(b, i, m, en, e, dir)
+		return 0
 	}
 	return s.invalid(b, i, ctrTCPState) // reopened twice: cannot happen
 }
@@ -835,7 +870,7 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 	t := s.tab
 	en := &t.ent[e]
 	tcpNew(en, seg, s.t.loose)
-	v, to := tcpPacket(en, 0, seg, &s.t.to)
+	v, to := tcpPacketGeneral(en, 0, seg, &s.t.to) // a new entry: never an established one's ACK
 	if v != tcpAccept && v != tcpIgnored {
 		t.free, en.status, en.expires = e+1, 0, t.free // never added: straight back
 		return s.invalid(b, i, ctrTCPState)
@@ -844,10 +879,10 @@ func (s *ctStage) newTCP(b *rings.Batch, i int, k *ctTuple, seg *tcpSeg) Edge {
 	return s.commitNew(b, i, e)
 }
 
-func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
+func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	v6 := m.Flags&rings.FlagIPv6 != 0
-	hdr := s.t.checksum && !v6 && ctV4HeaderDeferred(m) // the IPv4 header is ours to check (UDP, not UDP-Lite)
+	hdr := s.t.checksum && m.Flags&(rings.FlagIPv6|rings.FlagFragment) == 0 && m.IPProto == 17 // as in tcp
 	if m.Flags&rings.FlagL4 == 0 {
 		return s.malformed(b, i, p, l3, hdr)
 	}
@@ -860,16 +895,17 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 		return s.invalid(b, i, ctrChecksum)
 	}
 	t := s.tab
-	e, dir, ok := s.findPacket(m, k)
+	en, e, dir, ok := s.findPacket(m)
 	if !ok {
-		e, ok = s.create(k, t.now+s.t.to.udp)
+		var k ctTuple
+		s.portKey(m, &k)
+		e, ok = s.create(&k, t.now+s.t.to.udp)
 		if !ok {
 			return s.tableFull(b, i)
 		}
 		t.ent[e].seen[0].end = t.now + 2000 // Linux's stream_ts: two seconds on
 		return s.commitNew(b, i, e)
 	}
-	en := &t.ent[e]
 	if en.status&ctStSeenReply != 0 {
 		extra := s.t.to.udp
 		if after(t.now, en.seen[0].end) {
@@ -880,7 +916,8 @@ func (s *ctStage) udp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple
 	} else {
 		en.expires = t.now + s.t.to.udp
 	}
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, en, e, dir)
+	return 0
 }
 
 func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTuple) Edge {
@@ -932,8 +969,10 @@ func (s *ctStage) icmp(b *rings.Batch, i int, m *rings.Meta, p []byte, k *ctTupl
 		t.ent[e].state = typ
 		return s.commitNew(b, i, e)
 	}
-	t.ent[e].expires = t.now + s.t.to.icmp
-	return s.classify(b, i, e, dir)
+	en := &t.ent[e]
+	en.expires = t.now + s.t.to.icmp
+	s.classify(b, i, m, en, e, dir)
+	return 0
 }
 
 // related classes an ICMP error by the flow of the packet it quotes (its
@@ -977,8 +1016,10 @@ func (s *ctStage) generic(b *rings.Batch, i int, m *rings.Meta, k *ctTuple) Edge
 		}
 		return s.commitNew(b, i, e)
 	}
-	t.ent[e].expires = t.now + s.t.to.generic
-	return s.classify(b, i, e, dir)
+	en := &t.ent[e]
+	en.expires = t.now + s.t.to.generic
+	s.classify(b, i, m, en, e, dir)
+	return 0
 }
 
 // laterFragment classes a non-first fragment by its datagram's flow when
@@ -1003,7 +1044,8 @@ func (s *ctStage) laterFragment(b *rings.Batch, i int, m *rings.Meta, k *ctTuple
 	if !ok {
 		return s.invalid(b, i, ctrFragmentNoFlow)
 	}
-	return s.classify(b, i, e, dir)
+	s.classify(b, i, m, &s.tab.ent[e], e, dir)
+	return 0
 }
 
 // Commit implements Committer: flows created in this batch whose packet

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/warpflow/warpflow/rings"
 )
@@ -69,12 +70,12 @@ func ctIPEnd(p []byte, l3 int, v6 bool) int {
 		if l3+ipv6HdrLen > len(p) {
 			return len(p)
 		}
-		end = l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:]))
+		end = l3 + ipv6HdrLen + int(binary.BigEndian.Uint16(p[l3+4:l3+6]))
 	} else {
 		if l3+ipv4MinHdr > len(p) {
 			return len(p)
 		}
-		end = l3 + int(binary.BigEndian.Uint16(p[l3+2:]))
+		end = l3 + int(binary.BigEndian.Uint16(p[l3+2:l3+4])) // [2:4], not [2:]: no pointer masking
 	}
 	return min(end, len(p))
 }
@@ -118,8 +119,49 @@ func l4ChecksumOK(p []byte, l3, l4, end int, v6 bool, proto uint8) bool {
 // (ctStage.tcp, udp), instead of the header first in track (a call there
 // cost some 25 instructions a packet of registers saved and restored
 // around it).
+//
+// The common packet, an optionless header with its segment right after
+// it, of an even length of 8 bytes or more (a TCP segment, a UDP
+// datagram), is checked here, without a further call; any other takes
+// l4Checksums. Both sums are 64-bit ones' complement sums of
+// little-endian words (an add and an add of the carry a word, where the
+// 32-bit halves took five instructions): such a sum is the true sum mod
+// 2^64-1, which 65535 divides, so it is a multiple of 65535 exactly when
+// the true one is (see onesValidLE), and neither is ever zero (the
+// header holds its version, the pseudo-header the protocol).
 func ipv4ChecksumsOK(p []byte, l3, l4, end int, proto uint8) bool {
-	return l4Checksums(p, l3, l4, end, false, proto, true)
+	n := end - l4
+	if l3 < 0 || l4 != l3+ipv4MinHdr || end > len(p) || n < 8 || n&1 != 0 || p[l3] != 0x45 {
+		return l4Checksums(p, l3, l4, end, false, proto, true)
+	}
+	le := binary.LittleEndian
+	h := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr]) // a constant length: no pointer masking
+	s, c := bits.Add64(le.Uint64(h[0:8]), le.Uint64(h[8:16]), 0)
+	s, c = bits.Add64(s, uint64(le.Uint32(h[16:20])), c)
+	if (s+c)%0xffff != 0 { // s+c cannot carry: s < 2^32 when c is 1
+		return false
+	}
+	seg := p[l4:end:end] // a capacity of n, not 0: no pointer masking
+	if proto == 17 && seg[6] == 0 && seg[7] == 0 {
+		return true // UDP over IPv4 without a checksum
+	}
+	// The pseudo-header (the addresses as one word) and the segment's
+	// whole words from its end, their carries counted apart; then its
+	// first n%8 bytes as the top of its first word (an even number of
+	// bytes shifted up keeps every byte's place in its 16-bit word).
+	s, c = bits.Add64(le.Uint64(h[12:20]), (uint64(n)+uint64(proto))<<8, 0)
+	carries := c
+	i := len(seg)
+	for ; i >= 8; i -= 8 {
+		s, c = bits.Add64(s, le.Uint64(seg[i-8:i]), 0)
+		carries += c
+	}
+	if i != 0 {
+		s, c = bits.Add64(s, le.Uint64(seg[0:8])<<(uint(64-8*i)&63), 0) // i is 2, 4 or 6
+		carries += c
+	}
+	s, c = bits.Add64(s, carries, 0)
+	return (s+c)%0xffff == 0
 }
 
 // l4Checksums is l4ChecksumOK, and with hdr the IPv4 header's checksum

@@ -270,7 +270,7 @@ func (en *ctEntry) setLast(index, dir uint8) {
 	en.tcpLast = en.tcpLast&0xf0 | index | dir<<3 // retrans kept
 }
 
-// tcpVerdict is what tcpPacket decided.
+// tcpVerdict is what tcpPacketGeneral decided.
 type tcpVerdict uint8
 
 const (
@@ -451,33 +451,21 @@ func tcpWindowUpdate(en *ctEntry, dir uint8, s *tcpSeg, seq, ack, sack, end, win
 
 // tcpTimeout is the state machine's choice of timeout for an accepted
 // segment of kind index that left the entry in state newState.
+// Small enough to inline (each timeout read once), so that the ACK
+// path's call, with the segment kind and the state constant, folds.
 func tcpTimeout(en *ctEntry, index, newState uint8, to *ctTimeouts) uint32 {
+	t, retrans := to.tcp[newState], to.tcp[tcpRetrans]
 	switch {
-	case en.retrans() >= tcpMaxRetrans && to.tcp[newState] > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans]
+	case en.retrans() >= tcpMaxRetrans && t > retrans:
+		return retrans
 	case index == tcpRstSet:
 		return to.tcp[tcpClose]
-	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && to.tcp[newState] > to.tcp[tcpUnack]:
+	case (en.dflags[0]|en.dflags[1])&tcpFlDataUnacked != 0 && t > to.tcp[tcpUnack]:
 		return to.tcp[tcpUnack]
-	case en.lastWin == 0 && to.tcp[newState] > to.tcp[tcpRetrans]:
-		return to.tcp[tcpRetrans]
+	case en.lastWin == 0 && t > retrans:
+		return retrans
 	}
-	return to.tcp[newState]
-}
-
-// tcpPacket is Linux's nf_conntrack_tcp_packet after the checks and
-// tcp_new: it runs the state machine for a segment of an entry in
-// direction dir and, when it accepts, returns the new timeout in ms (for
-// tcpOutOfWindow a non-zero timeout is a cap to lower the expiry to).
-// The entry's seen-reply and assured bits are as before this packet.
-func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict, timeout uint32) {
-	if en.state == tcpEstablished && s.flags&(thSYN|thFIN|thRST|thACK) == thACK &&
-		en.status&(ctStSeenReply|ctStAssured) == ctStSeenReply|ctStAssured {
-		if timeout, ok := tcpEstablishedAck(en, dir&1, s, to); ok {
-			return tcpAccept, timeout
-		}
-	}
-	return tcpPacketGeneral(en, dir, s, to)
+	return t
 }
 
 // tcpEstablishedAck is tcpPacketGeneral for the segment most of a
@@ -486,10 +474,16 @@ func tcpPacket(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict,
 // directions), in window. It is tcp_in_window with syn, rst and !ack
 // known false and the state machine's tail with the state known, about
 // a third of the instructions (TestTCPEstablishedAckPath holds it to the
-// general path). It reports false, having changed nothing, for a segment
-// that fails any of the window's checks, or whose sender has no window
-// yet: the general path then decides.
+// general path). It reports false, having changed nothing, for any other
+// segment or entry, for a segment that fails any of the window's
+// checks, or whose sender has no window yet: the general path then
+// decides (ctStage.tcp calls the two in turn).
 func tcpEstablishedAck(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (timeout uint32, ok bool) {
+	if en.state != tcpEstablished || s.flags&(thSYN|thFIN|thRST|thACK) != thACK ||
+		en.status&(ctStSeenReply|ctStAssured) != ctStSeenReply|ctStAssured {
+		return 0, false
+	}
+	dir &= 1 // 0 or 1 already: the mask lets the compiler drop the bounds checks
 	sender, receiver := &en.seen[dir], &en.seen[dir^1]
 	if sender.maxwin == 0 {
 		return 0, false
@@ -513,7 +507,12 @@ func tcpEstablishedAck(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (timeo
 	return tcpTimeout(en, tcpAckSet, tcpEstablished, to), true
 }
 
-// tcpPacketGeneral is tcpPacket for any segment.
+// tcpPacketGeneral is Linux's nf_conntrack_tcp_packet after the checks
+// and tcp_new: it runs the state machine for a segment of an entry in
+// direction dir and, when it accepts, returns the new timeout in ms (for
+// tcpOutOfWindow a non-zero timeout is a cap to lower the expiry to).
+// The entry's seen-reply and assured bits are as before this packet.
+// Any segment: tcpEstablishedAck takes the common one faster.
 func tcpPacketGeneral(en *ctEntry, dir uint8, s *tcpSeg, to *ctTimeouts) (v tcpVerdict, timeout uint32) {
 	oldState := en.state
 	index := tcpIndex(s.flags)

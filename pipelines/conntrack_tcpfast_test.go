@@ -12,7 +12,9 @@ import (
 // their windows' edges (SACK blocks or not, a zero window or not). Where
 // the fast path takes a segment, the general path must give the same
 // verdict and timeout and leave the entry byte for byte the same; where
-// it declines, it must have changed nothing.
+// it declines, it must have changed nothing. One draw in eight is not
+// its case (another state, not assured or not replied, a SYN, FIN or RST
+// or no ACK): it must decline that.
 func TestTCPEstablishedAckPath(t *testing.T) {
 	for dir := range uint8(2) {
 		if got := tcpConntracks[dir][tcpAckSet][tcpEstablished]; got != tcpEstablished {
@@ -30,7 +32,7 @@ func TestTCPEstablishedAckPath(t *testing.T) {
 		}
 		return base + uint32(rnd.IntN(200000)) - 100000
 	}
-	taken, declined := 0, 0
+	taken, declined, notCase := 0, 0, 0
 	for it := range 300_000 {
 		var en ctEntry
 		en.state = tcpEstablished
@@ -75,9 +77,29 @@ func TestTCPEstablishedAckPath(t *testing.T) {
 			en.setLast(en.lastIndex(), dir)
 			en.lastSeq, en.lastAck, en.lastEnd, en.lastWin = seg.seq, seg.ack, seg.seq+seg.payload, seg.win
 		}
+		other := rnd.IntN(8) == 0
+		if other {
+			switch rnd.IntN(4) {
+			case 0:
+				en.state = [...]uint8{tcpNone, tcpSynSent, tcpSynRecv, tcpFinWait, tcpCloseWait, tcpLastAck, tcpTimeWait, tcpClose, tcpSynSent2}[rnd.IntN(9)]
+			case 1:
+				en.status &^= [...]uint8{ctStAssured, ctStSeenReply}[rnd.IntN(2)]
+			case 2:
+				seg.flags |= [...]uint8{thSYN, thFIN, thRST}[rnd.IntN(3)]
+			default:
+				seg.flags &^= thACK
+			}
+		}
 		before := en
 		fast := en
 		ft, ok := tcpEstablishedAck(&fast, dir, &seg, &to)
+		if other {
+			if ok || fast != before {
+				t.Fatalf("iteration %d: not its case (state %d, status %#x, flags %#x) but taken or changed", it, en.state, en.status, seg.flags)
+			}
+			notCase++
+			continue
+		}
 		if !ok {
 			if fast != before {
 				t.Fatalf("iteration %d: declined but changed the entry\nbefore %+v\nafter  %+v", it, before, fast)
@@ -92,8 +114,8 @@ func TestTCPEstablishedAckPath(t *testing.T) {
 			t.Fatalf("iteration %d (dir %d, seg %+v): fast accept/%d\n%+v\ngeneral %d/%d\n%+v", it, dir, seg, ft, fast, gv, gt, gen)
 		}
 	}
-	if taken < 30_000 || declined < 30_000 {
-		t.Fatalf("the draw does not cover both paths: %d taken, %d declined", taken, declined)
+	if taken < 30_000 || declined < 30_000 || notCase < 30_000 {
+		t.Fatalf("the draw does not cover both paths: %d taken, %d declined, %d not its case", taken, declined, notCase)
 	}
-	t.Logf("%d segments taken by the fast path, %d declined", taken, declined)
+	t.Logf("%d segments taken by the fast path, %d declined, %d not its case", taken, declined, notCase)
 }

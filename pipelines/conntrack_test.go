@@ -558,8 +558,9 @@ func TestConntrackVectorMatchesSingles(t *testing.T) {
 }
 
 // TestChecksumFastPaths: the straight-line checksum paths (an IPv4
-// header without options, an IPv4 TCP or UDP segment of 16 to 32 bytes)
-// give the verdict of the plain big-endian sum over every length, both
+// header without options, an IPv4 TCP or UDP segment of 16 to 32 bytes,
+// ipv4ChecksumsOK's header and even segment in 64-bit words) give the
+// verdict of the plain big-endian sum over every length, both
 // protocols, valid, corrupted and all-zero data.
 func TestChecksumFastPaths(t *testing.T) {
 	refL4 := func(p []byte, l3, l4, end int, proto uint8) bool {
@@ -577,7 +578,7 @@ func TestChecksumFastPaths(t *testing.T) {
 	rnd := uint64(7)
 	next := func() uint64 { rnd ^= rnd << 13; rnd ^= rnd >> 7; rnd ^= rnd << 17; return rnd }
 	buf := make([]byte, 256)
-	agree := 0
+	agree, agreeBoth := 0, 0
 	for it := range 400_000 {
 		l3 := int(next() % 20)
 		ihl := 5
@@ -627,9 +628,14 @@ func TestChecksumFastPaths(t *testing.T) {
 		if got, want := ipv4HeaderOK(p, l3), refIP(p, l3); got != want {
 			t.Fatalf("%d-byte header %x: fast %v, sum %v", ihl*4, p[l3:l4], got, want)
 		}
+		if got, want := ipv4ChecksumsOK(p, l3, l4, end, proto), refIP(p, l3) && refL4(p, l3, l4, end, proto); got != want {
+			t.Fatalf("proto %d, %d-byte header %x, %d-byte segment %x: both %v, sums %v", proto, ihl*4, p[l3:l4], n, p[l4:end], got, want)
+		} else if want {
+			agreeBoth++
+		}
 	}
-	if agree < 10_000 {
-		t.Fatalf("only %d valid segments drawn", agree)
+	if agree < 10_000 || agreeBoth < 10_000 {
+		t.Fatalf("only %d valid segments drawn (%d with a valid header)", agree, agreeBoth)
 	}
 }
 
@@ -758,5 +764,32 @@ func TestConntrackHeaderChecksumFirst(t *testing.T) {
 				t.Fatalf("invalid reason %q, want %q (counters %v)", got, c.want, stReport(s.stage("ct")))
 			}
 		})
+	}
+}
+
+// TestConntrackLiveCounters: after every vector and a Publish, the
+// conntrack stage's live counters are its own. classify marks its two
+// counters (new, established) moved once a vector, in Process, not for
+// every packet: a vector of new flows, one of their replies, one of
+// both directions again.
+func TestConntrackLiveCounters(t *testing.T) {
+	s := newSFRig(t, ctYAML("", ""))
+	var orig, reply [][]byte
+	for f := range 5 {
+		orig = append(orig, sfUDP(t, cli, srv, uint16(1000+f), 53, 8))
+		reply = append(reply, sfUDP(t, srv, cli, 53, uint16(1000+f), 8))
+	}
+	for round, vec := range [][][]byte{orig, reply, append(orig, reply...)} {
+		s.send(vec...)
+		s.r.Publish()
+		want, got := liveMap(runnerList(s.r, false)), liveMap(runnerList(s.r, true))
+		for _, key := range []string{"ct/ct=new", "ct/ct=established"} {
+			if got[key] != want[key] || round == 2 && want[key].Packets == 0 {
+				t.Fatalf("round %d: %s live %v, want %v", round, key, got[key], want[key])
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("round %d: live %v\nwant %v", round, got, want)
+		}
 	}
 }
