@@ -219,7 +219,6 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	hits := s.hits[:len(idx)]
 	c.preHits(b.Meta, idx, hits)
 	for k, i := range idx {
-		m := &b.Meta[i]
 		n := uint64(b.Descs[i].Len)
 		if hits[k]&1 == 0 {
 			next[k] = defEdge
@@ -227,7 +226,7 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			defBytes += n
 			continue
 		}
-		r := c.lookupTrees(m)
+		r := c.lookupTrees(&b.Meta[i])
 		next[k] = t.ruleEdge[r]
 		s.pkts[r]++
 		s.bytes[r] += n
