@@ -205,6 +205,7 @@ func buildPreGates(c *filterClassifier, proj []projRule, sets [][]int32, gOffs [
 		pre = append(pre, g)
 	}
 	c.pre = pre
+	c.preCTOnly = len(pre) == 1 && pre[0].dim == dCT
 	c.preNeed = 0
 	for _, g := range pre {
 		c.preNeed |= 1 << g.dim
