@@ -153,8 +153,10 @@ func decodeInline(b *rings.Batch, idx []uint16, tunnels bool) (left int) {
 		if len(p) >= v4FastLen && m.Flags&rings.FlagCut == 0 &&
 			binary.LittleEndian.Uint32(p[12:16])&0xffffff == 0x450008 && binary.LittleEndian.Uint16(p[20:22])&0xff3f == 0 {
 			// 40 <= tot <= len(p)-14: the L4 header's first 20 bytes lie
-			// in the IP packet, and the IP packet in the frame.
-			tot := int(be16(p, 16))
+			// in the IP packet, and the IP packet in the frame. (This
+			// loop spells its big-endian reads out: be16's inlining
+			// leaves a NOP in the code.)
+			tot := int(p[16])<<8 | int(p[17])
 			if uint(tot-ipv4MinHdr-tcpMinHdr) <= uint(len(p)-v4FastLen) {
 				switch p[23] {
 				case protoTCP:
@@ -165,7 +167,7 @@ func decodeInline(b *rings.Batch, idx []uint16, tunnels bool) (left int) {
 						goto inline
 					}
 				case protoUDP:
-					if dport := be16(p, 36); !tunnels || dport != portVXLAN && dport != portGENEVE {
+					if dport := uint16(p[36])<<8 | uint16(p[37]); !tunnels || dport != portVXLAN && dport != portGENEVE {
 						goto inline
 					}
 				}
