@@ -195,7 +195,7 @@ type filterStage struct {
 	pkts  []uint64 // per rule, then default
 	bytes []uint64
 	live  liveTable              // the published hits (PublishCounters)
-	hits  [rings.MaxBatch]uint64 // preHits scratch
+	hits  [rings.MaxBatch]uint64 // preHits scratch (processCT's list of packets to look up)
 	// hints, when set (SetFilterHints), holds each batch packet's rule as
 	// another processor found it; Process then skips its own lookup.
 	hints []uint32
@@ -213,13 +213,16 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 	t := s.t
 	c := t.cls
+	if c.preCTOnly {
+		s.processCT(b, idx, next)
+		return
+	}
 	next = next[:len(idx)]
 	defEdge := t.ruleEdge[c.n]
 	var defPkts, defBytes uint64
 	hits := s.hits[:len(idx)]
 	c.preHits(b.Meta, idx, hits)
 	for k, i := range idx {
-		m := &b.Meta[i]
 		n := uint64(b.Descs[i].Len)
 		if hits[k]&1 == 0 {
 			next[k] = defEdge
@@ -227,13 +230,51 @@ func (s *filterStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			defBytes += n
 			continue
 		}
-		r := c.lookupTrees(m)
+		r := c.lookupTrees(&b.Meta[i])
 		next[k] = t.ruleEdge[r]
 		s.pkts[r]++
 		s.bytes[r] += n
 		s.live.mark(int(r))
 	}
 	if defPkts != 0 {
+		s.pkts[c.n] += defPkts
+		s.bytes[c.n] += defBytes
+		s.live.mark(int(c.n))
+	}
+}
+
+// processCT is Process for a rule set whose only pre-gate tests the ct
+// state (the stateful pipelines' ct: invalid, ct: new ...). Its first loop
+// reads the gate's table itself, where preHits would take a pass of its
+// own over the vector and a store and a load a packet, and makes no call
+// (a call costs a loop its registers): it sends the packets the gate
+// rejects to the default and notes the others, whose trees a second loop
+// walks.
+func (s *filterStage) processCT(b *rings.Batch, idx []uint16, next []Edge) {
+	t := s.t
+	c := t.cls
+	next = next[:len(idx)]
+	defEdge := t.ruleEdge[c.n]
+	var defBytes uint64
+	passed := 0 // s.hits[:passed] are the vector positions of the packets the gate passed
+	for k, i := range idx {
+		if c.preCT[b.Meta[i].CT&(rings.CTStateMask|rings.CTReply)] != 0 {
+			s.hits[passed] = uint64(k)
+			passed++
+			continue
+		}
+		next[k] = defEdge
+		defBytes += uint64(b.Descs[i].Len)
+	}
+	for _, k := range s.hits[:passed] {
+		i := idx[k]
+		r := c.lookupTrees(&b.Meta[i])
+		next[k] = t.ruleEdge[r]
+		s.pkts[r]++
+		s.bytes[r] += uint64(b.Descs[i].Len)
+		s.live.mark(int(r))
+	}
+	if defPkts := uint64(len(idx) - passed); defPkts != 0 {
 		s.pkts[c.n] += defPkts
 		s.bytes[c.n] += defBytes
 		s.live.mark(int(c.n))

@@ -224,7 +224,12 @@ type filterClassifier struct {
 	preNeed uint16
 	// gateBits holds every gate's and pre-gate's bitmap.
 	gateBits []uint64
-	n        int32 // number of rules: lookup's "no match"
+	// preCT is the pre-gate on dCT, if there is one, as a table: 1 for
+	// each ct key (Meta.CT's state and direction bits) that passes it.
+	preCT [rings.CTStateMask | rings.CTReply + 1]uint8
+	// preCTOnly says that the pre-gate on dCT is the only one.
+	preCTOnly bool
+	n         int32 // number of rules: lookup's "no match"
 }
 
 // lookup returns the index of the first rule m matches, or c.n.

@@ -205,9 +205,16 @@ func buildPreGates(c *filterClassifier, proj []projRule, sets [][]int32, gOffs [
 		pre = append(pre, g)
 	}
 	c.pre = pre
+	c.preCTOnly = len(pre) == 1 && pre[0].dim == dCT
 	c.preNeed = 0
 	for _, g := range pre {
 		c.preNeed |= 1 << g.dim
+		if g.dim == dCT {
+			for v := range c.preCT {
+				x := min((uint64(v)-g.base)>>(g.shift&63), uint64(g.nbits))
+				c.preCT[v] = uint8(c.gateBits[uint64(g.off)+x>>6] >> (x & 63) & 1)
+			}
+		}
 	}
 }
 

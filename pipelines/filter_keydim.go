@@ -146,10 +146,10 @@ func (c *filterClassifier) preHits(meta []rings.Meta, idx []uint16, hit []uint64
 			}
 		case dCT:
 			// The stateful pipelines' gate (ct: invalid, ct: new, ...):
-			// a loop of its own rather than keyDim's call a packet.
+			// its 16 keys' bits looked up when it was built.
+			pass := &c.preCT
 			for k, i := range idx {
-				x := min((uint64(meta[i].CT&(rings.CTStateMask|rings.CTReply))-base)>>sh, nb)
-				hit[k] |= bm[x>>6] >> (x & 63)
+				hit[k] |= uint64(pass[meta[i].CT&(rings.CTStateMask|rings.CTReply)])
 			}
 		default:
 			for k, i := range idx {

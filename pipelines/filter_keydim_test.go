@@ -209,3 +209,78 @@ func TestFilterPreHitsAgrees(t *testing.T) {
 		t.Errorf("pre-gate dimensions %v: the generic loop is not exercised", dims)
 	}
 }
+
+// TestFilterProcessCTAgrees holds processCT, Process for rule sets whose
+// only pre-gate tests the ct state (the stateful pipelines'), and Process
+// for sets with a ct pre-gate beside others, to lookup packet by packet:
+// edges and every rule's packet and byte counters, over random metadata
+// (any CT byte) and random vectors (a random subset of the batch in random
+// order, so that a vector position is not its packet).
+func TestFilterProcessCTAgrees(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(16, 3))
+	a, err := rings.NewArena(rings.ArenaOptions{Frames: 64, FrameSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src    string
+		ctOnly bool
+	}{
+		{`{default: "drop:other", rules: [{ct: invalid, action: "drop:invalid"}, {ct: new, proto: tcp, dst_port: 23, action: "drop:telnet"}]}`, true},
+		{`{rules: [{ct: new, action: "drop:new"}]}`, true},
+		{`{rules: [{ct: [established, related], ct_dir: reply, action: "drop:x"}, {ct: new, ct_dir: original, dst_port: 80, action: "drop:y"}]}`, true},
+		{`{rules: [{ct: [new, invalid, untracked], src: 10.0.0.0/8, action: "drop:x"}, {ct: related, action: "drop:y"}]}`, true},
+		{`{rules: [{ct: new, action: "drop:x"}, {dst_port: 53, proto: udp, action: "drop:y"}]}`, false},
+		{`{rules: [{ct: invalid, action: "drop:x"}, {class: truncated, action: "drop:y"}]}`, false},
+	} {
+		tpl := stMustBuild(t, filterKind, c.src).(*filterTemplate)
+		if tpl.cls.preCTOnly != c.ctOnly {
+			t.Fatalf("%s: preCTOnly %v, want %v: the test no longer exercises what it meant to", c.src, tpl.cls.preCTOnly, c.ctOnly)
+		}
+		st := tpl.NewInstance().(*filterStage)
+		n := len(tpl.ruleEdge)
+		wantPkts, wantBytes := make([]uint64, n), make([]uint64, n)
+		b := rings.NewBatch(64, a)
+		b.SetLen(64)
+		next := make([]Edge, 65) // one more, to see nothing written past the vector
+		passed := 0
+		for range 300 {
+			for i := range b.Meta {
+				b.Meta[i] = genMeta(rnd)
+				b.Meta[i].CT = uint8(rnd.IntN(256))
+				b.Descs[i].Len = uint32(60 + rnd.IntN(1500))
+			}
+			idx := make([]uint16, rnd.IntN(65))
+			for k, i := range rnd.Perm(64)[:len(idx)] {
+				idx[k] = uint16(i)
+			}
+			for k := range next {
+				next[k] = 0xee
+			}
+			st.Process(b, idx, next)
+			for k, i := range idx {
+				m := &b.Meta[i]
+				r := tpl.cls.lookup(m)
+				wantPkts[r]++
+				wantBytes[r] += uint64(b.Descs[i].Len)
+				if tpl.cls.prePassMeta(m) {
+					passed++
+				}
+				if want := tpl.ruleEdge[r]; next[k] != want {
+					t.Fatalf("%s: packet %d: edge %d, lookup says rule %d (edge %d)", c.src, i, next[k], r, want)
+				}
+			}
+			if next[len(idx)] != 0xee {
+				t.Fatalf("%s: edge written past the vector", c.src)
+			}
+		}
+		for r := range wantPkts {
+			if st.pkts[r] != wantPkts[r] || st.bytes[r] != wantBytes[r] {
+				t.Fatalf("%s: rule %d: %d packets %d bytes, want %d and %d", c.src, r, st.pkts[r], st.bytes[r], wantPkts[r], wantBytes[r])
+			}
+		}
+		if passed < 500 {
+			t.Fatalf("%s: only %d packets passed the pre-gates", c.src, passed)
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 // ptBenchBatch is 64 minimum-size (64-byte, padded) UDP/IPv4 frames with
 // distinct ports, loaded the way a port would leave them.
-func ptBenchBatch(b *testing.B) *ptBatch {
+func ptBenchBatch(b testing.TB) *ptBatch {
 	b.Helper()
 	pkts := make([][]byte, 64)
 	for i := range pkts {

@@ -43,8 +43,9 @@ func FuzzParseStage(f *testing.F) {
 	})
 }
 
-// FuzzParseFastPath checks that the fast path agrees with the general
-// decoder on arbitrary bytes, with tunnels on and off.
+// FuzzParseFastPath checks that the fast paths (decodeFast and
+// decodeInline) agree with the general decoder on arbitrary bytes, with
+// tunnels on and off.
 func FuzzParseFastPath(f *testing.F) {
 	for _, c := range ptCases(f) {
 		f.Add(c.pkt)
@@ -52,8 +53,16 @@ func FuzzParseFastPath(f *testing.F) {
 	for _, fx := range ptFixtures() {
 		f.Add(fx.pkt)
 	}
+	tb := newPTBatch(f, 1)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ptFastAgrees(t, data, true)
-		ptFastAgrees(t, data, false)
+		if len(data) > ptMaxPacket {
+			data = data[:ptMaxPacket]
+		}
+		for _, tunnels := range []bool{true, false} {
+			ptFastAgrees(t, data, tunnels)
+			tb.load(t, [][]byte{data})
+			decodeInline(tb.b, tb.idx, tunnels)
+			ptInlineAgrees(t, data, ptGarbageMeta, tb.b.Meta[0], tunnels)
+		}
 	})
 }

@@ -1,6 +1,8 @@
 package pipelines
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -230,4 +232,156 @@ func ptFastAgrees(t testing.TB, p []byte, tunnels bool) bool {
 		t.Fatalf("% x (tunnels %v):\nfast    %s\ngeneral %s", p, tunnels, ptFmtMeta(got), ptFmtMeta(want))
 	}
 	return true
+}
+
+// TestParseInlinePathAgrees holds decodeInline to the general decoder over
+// random packets around its edges: IPv4 carrying TCP, UDP (some to the
+// tunnel ports) or another protocol, with random header bytes where the
+// inline path decides, random total lengths, data offsets and frame
+// lengths, some cut short by the capture, tunnels on and off. Every packet
+// it takes must get what resetParsed and decodeEthernet give, every packet
+// it leaves only ClassUnparsed.
+func TestParseInlinePathAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 9))
+	const n = 64
+	tb := newPTBatch(t, n)
+	pkts := make([][]byte, n)
+	cut := make([]bool, n)
+	taken, left := 0, 0
+	for round := 0; round < 3000; round++ {
+		for k := range pkts {
+			pkts[k] = ptInlineCandidate(rng)
+			cut[k] = rng.IntN(16) == 0
+		}
+		tunnels := rng.IntN(2) == 0
+		tb.load(t, pkts)
+		for k := range pkts {
+			if cut[k] {
+				tb.b.Meta[k].Flags |= rings.FlagCut
+			}
+		}
+		l := decodeInline(tb.b, tb.idx[:n], tunnels)
+		for k, p := range pkts {
+			got, in := tb.b.Meta[k], ptGarbageMeta
+			in.Seq = uint64(k)
+			if cut[k] {
+				in.Flags |= rings.FlagCut
+			}
+			if !ptInlineAgrees(t, p, in, got, tunnels) {
+				left++
+				l--
+			} else {
+				taken++
+			}
+		}
+		if l != 0 {
+			t.Fatalf("decodeInline's count of packets left is off by %d", l)
+		}
+	}
+	if taken < 25000 || left < 25000 {
+		t.Fatalf("inline path took %d packets and left %d; want both over 25000", taken, left)
+	}
+	t.Logf("inline path took %d packets and left %d", taken, left)
+}
+
+// ptInlineAgrees fails t unless got, what decodeInline left in a Meta that
+// was in before, is what the general decoder gives packet p, or in with
+// ClassUnparsed; it reports whether decodeInline took p. It never takes a
+// packet the capture cut short.
+func ptInlineAgrees(t testing.TB, p []byte, in, got rings.Meta, tunnels bool) bool {
+	t.Helper()
+	if got.Class == rings.ClassUnparsed {
+		want := in
+		want.Class = rings.ClassUnparsed
+		if got != want {
+			t.Fatalf("% x: inline path left the packet but wrote Meta %s", p, ptFmtMeta(got))
+		}
+		return false
+	}
+	if in.Flags&rings.FlagCut != 0 {
+		t.Fatalf("% x: inline path took a packet the capture cut short", p)
+	}
+	want := in
+	resetParsed(&want)
+	want.Class = decodeEthernet(p, &want, tunnels)
+	if got != want {
+		t.Fatalf("% x (tunnels %v):\ninline  %s\ngeneral %s", p, tunnels, ptFmtMeta(got), ptFmtMeta(want))
+	}
+	return true
+}
+
+// ptInlineCandidate is a random untagged IPv4 frame near decodeInline's
+// edges: mostly TCP or UDP with a well-formed header, then any of the
+// bytes the inline path decides on changed, the total length or the
+// frame's length off, or the data offset random.
+func ptInlineCandidate(rng *rand.Rand) []byte {
+	proto := []byte{protoTCP, protoUDP, protoTCP, protoUDP, protoICMP, protoAH, protoGRE}[rng.IntN(7)]
+	var l4 []byte
+	switch proto {
+	case protoTCP:
+		doff := 5 + byte(rng.IntN(2)*rng.IntN(11))
+		l4 = append(ptTCPHdr(doff, byte(rng.Uint32())), make([]byte, 4*int(doff-5))...)
+	case protoUDP:
+		dp := []uint16{portVXLAN, portGENEVE, uint16(rng.Uint32()), uint16(rng.Uint32())}[rng.IntN(4)]
+		l4 = append(ptUDPHdr(uint16(rng.Uint32()), dp, 12), make([]byte, 12)...)
+	default:
+		l4 = make([]byte, 20)
+	}
+	pay := make([]byte, rng.IntN(2)*rng.IntN(30))
+	frag := []uint16{0, 0x4000, 0, 0x4000, 0x2000, 0x0001, 0x8000, 0x0100}[rng.IntN(8)]
+	tot := ipv4MinHdr + len(l4) + len(pay)
+	p := ptCat(ptEthHdr(etIPv4), ptV4(5, tot, frag, proto), l4, pay)
+	binary.BigEndian.PutUint32(p[26:], rng.Uint32())
+	binary.BigEndian.PutUint32(p[30:], rng.Uint32())
+	binary.BigEndian.PutUint16(p[34:], uint16(rng.Uint32()))
+	p[22] = byte(rng.Uint32())
+	if rng.IntN(4) == 0 {
+		p = ptPad(p, 60) // Ethernet padding past the IP packet
+	}
+	for range rng.IntN(3) {
+		switch rng.IntN(5) {
+		case 0: // a byte the inline path decides on
+			o := []int{12, 13, 14, 15, 16, 17, 20, 21, 23, 36, 37, 46}[rng.IntN(12)]
+			if o >= len(p) {
+				break
+			}
+			p[o] = []byte{0, 0x01, 0x06, 0x08, 0x11, 0x12, 0x20, 0x40, 0x45, 0x46, 0x50, 0x86, 0xdd, 0xff, byte(rng.Uint32())}[rng.IntN(15)]
+		case 1: // the total length near the frame's and the headers' ends
+			binary.BigEndian.PutUint16(p[16:], uint16(len(p)-ethHdrLen-3+rng.IntN(6)))
+		case 2:
+			binary.BigEndian.PutUint16(p[16:], uint16(ipv4MinHdr+tcpMinHdr-3+rng.IntN(6)))
+		case 3: // the frame cut or grown
+			if k := len(p) - rng.IntN(8); k >= 0 {
+				p = p[:k]
+			} else {
+				p = append(p, 0)
+			}
+		case 4: // any data offset
+			if len(p) <= 46 {
+				break
+			}
+			p[46] = byte(rng.IntN(16))<<4 | p[46]&0x0f
+		}
+	}
+	return p
+}
+
+// TestParseInlinePathTaken keeps the stateful row's packets (60-byte
+// frames: TCP with a 20-byte header, UDP with 18 bytes of payload, both
+// with DF set) and the parse benchmark's on the inline path.
+func TestParseInlinePathTaken(t *testing.T) {
+	pkts := [][]byte{
+		ptPad(ptCat(ptEthHdr(etIPv4), ptV4(5, 20+20, 0x4000, protoTCP), ptTCPHdr(5, 0x10)), 60),
+		ptCat(ptEthHdr(etIPv4), ptV4(5, 20+8+18, 0x4000, protoUDP), ptUDPHdr(1, 2, 18), make([]byte, 18)),
+		ptCat(ptEthHdr(etIPv4), ptV4(5, 20+8+18, 0, protoUDP), ptUDPHdr(1, portVXLAN, 18), make([]byte, 18)),
+	}
+	tb := newPTBatch(t, len(pkts))
+	tb.load(t, pkts)
+	if l := decodeInline(tb.b, tb.idx, false); l != 0 {
+		t.Fatalf("%d of %d packets left", l, len(pkts))
+	}
+	bb := ptBenchBatch(t)
+	if l := decodeInline(bb.b, bb.idx, true); l != 0 {
+		t.Fatalf("%d of the benchmark's %d packets left", l, len(bb.idx))
+	}
 }

@@ -430,13 +430,15 @@ func (r *Runner) scatter(nd *rnode, descs []rings.Desc, idx []uint16, next []Edg
 func allEqual(next []Edge, e Edge) bool {
 	w := uint64(e) * 0x0101010101010101
 	k := 0
-	for ; k+8 <= len(next); k += 8 {
-		if binary.LittleEndian.Uint64(next[k:k+8]) != w {
+	// k < len-7 rather than k+8 <= len: the compiler then proves next[k:]
+	// at least 8 long, and the loop has no bounds checks.
+	for ; k < len(next)-7; k += 8 {
+		if binary.LittleEndian.Uint64(next[k:]) != w {
 			return false
 		}
 	}
-	for _, x := range next[k:] {
-		if x != e {
+	for ; k < len(next); k++ {
+		if next[k] != e {
 			return false
 		}
 	}

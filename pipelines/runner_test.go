@@ -490,3 +490,25 @@ func TestSumStatsEdges(t *testing.T) {
 		t.Fatalf("SumStats wrote into its first src: %+v", a[0])
 	}
 }
+
+// TestAllEqual: every length up to a few words, all equal and with each
+// single position different (so both of allEqual's loops see a mismatch
+// at every place).
+func TestAllEqual(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		next := make([]Edge, n)
+		for k := range next {
+			next[k] = 3
+		}
+		if !allEqual(next, 3) {
+			t.Fatalf("%d equal edges: allEqual false", n)
+		}
+		for k := range next {
+			next[k] = 4
+			if allEqual(next, 3) {
+				t.Fatalf("%d edges, position %d differs: allEqual true", n, k)
+			}
+			next[k] = 3
+		}
+	}
+}
