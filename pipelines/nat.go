@@ -480,11 +480,6 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 					// Through fixed-size views: no bounds checks.
 					ip := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr])
 					l4h := (*[20]byte)(p[l4:])
-					co := 16 // TCP
-					if m.IPProto == 17 {
-						co = 6
-					}
-					c := (*[2]byte)(l4h[co : co+2])
 					wport := bits.ReverseBytes16(port) // as on the wire, read little-endian
 					old, oldPort := le.Uint32(ip[12+off:]), le.Uint16(l4h[off/2:])
 					le.PutUint32(ip[12+off:], na)
@@ -498,12 +493,15 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 					}
 					acc := csumAddrDelta(old, na>>16+na&0xffff)
 					le.PutUint16(ip[10:], csumApply(le.Uint16(ip[10:]), acc))
-					if hc := le.Uint16(c[:]); m.IPProto != 17 || hc != 0 { // no UDP checksum stays none
-						nc := csumApply(hc, csumWord(acc, oldPort, wport))
-						if m.IPProto == 17 && nc == 0 {
+					l4Acc := csumWord(acc, oldPort, wport)
+					if m.IPProto == 6 {
+						le.PutUint16(l4h[16:], csumApply(le.Uint16(l4h[16:]), l4Acc))
+					} else if hc := le.Uint16(l4h[6:]); hc != 0 { // UDP: no checksum stays none
+						nc := csumApply(hc, l4Acc)
+						if nc == 0 {
 							nc = 0xffff
 						}
-						le.PutUint16(c[:], nc)
+						le.PutUint16(l4h[6:], nc)
 					}
 					next[k] = 0
 					continue
