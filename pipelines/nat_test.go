@@ -834,3 +834,40 @@ func TestNATProcessPaths(t *testing.T) {
 	}
 	t.Logf("%d packets took the common path, %d UDP checksums went to 0", fast, zero)
 }
+
+// TestCsumHelpers holds checksum.go's helpers, written for fewer
+// instructions, to RFC 1624's equation 3 as first written: ~m + m' per
+// word, ~HC plus the terms folded twice. Every checksum, with sums at the
+// folds' edges and random ones.
+func TestCsumHelpers(t *testing.T) {
+	apply := func(hc uint16, acc uint32) uint16 {
+		s := uint32(^hc) + acc
+		s = s&0xffff + s>>16
+		s = s&0xffff + s>>16
+		return ^uint16(s)
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for hc := range 1 << 16 {
+		for _, acc := range []uint32{0, 1, 0xfffe, 0xffff, 0x10000, 0x1fffe, 0x1ffff, 0x20000, 0x2fffd, 0x3fffc, 1<<31 - 1} {
+			if got, want := csumApply(uint16(hc), acc), apply(uint16(hc), acc); got != want {
+				t.Fatalf("csumApply(%#x, %#x) = %#x, want %#x", hc, acc, got, want)
+			}
+		}
+		for range 64 {
+			acc := rnd.Uint32N(1 << 31)
+			if got, want := csumApply(uint16(hc), acc), apply(uint16(hc), acc); got != want {
+				t.Fatalf("csumApply(%#x, %#x) = %#x, want %#x", hc, acc, got, want)
+			}
+		}
+	}
+	for range 1 << 20 {
+		acc, old, new := rnd.Uint32N(1<<20), uint16(rnd.Uint32()), uint16(rnd.Uint32())
+		if got, want := csumWord(acc, old, new), acc+uint32(^old)+uint32(new); got != want {
+			t.Fatalf("csumWord(%#x, %#x, %#x) = %#x, want %#x", acc, old, new, got, want)
+		}
+		a, sum := rnd.Uint32(), rnd.Uint32N(0x1ffff)
+		if got, want := csumAddrDelta(a, sum), uint32(^uint16(a>>16))+uint32(^uint16(a))+sum; got != want {
+			t.Fatalf("csumAddrDelta(%#x, %#x) = %#x, want %#x", a, sum, got, want)
+		}
+	}
+}
