@@ -449,8 +449,10 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		proto := m.IPProto
 		if m.Flags&(rings.FlagIPv4|rings.FlagL4) == rings.FlagIPv4|rings.FlagL4 && (proto == 6 || proto == 17) &&
 			m.CT&rings.CTStateMask != rings.CTRelated && int(i) < len(ct.cur) {
-			if c := ct.cur[i]; c != 0 && ct.curSeq[i] == m.Seq {
-				en := &ct.tab.ent[c-1]
+			// e wraps for cur 0 (no entry): one test for both it and the
+			// bounds of ent.
+			if e := ct.cur[i] - 1; uint(e) < uint(len(ct.tab.ent)) && ct.curSeq[i] == m.Seq {
+				en := &ct.tab.ent[e]
 				st := en.status & (ctStNATDone | ctStSNAT | ctStDNAT)
 				p := b.Packet(int(i))
 				l3, l4 := int(m.L3Off), int(m.L4Off)
