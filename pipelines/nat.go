@@ -428,7 +428,7 @@ func (s *natStage) count(k int, n uint32) {
 // the frame; not an ICMP error) is translated here in the loop, its count
 // summed over the vector: one address and its port change, picked by the
 // translation and the direction, so it takes no call and no test per
-// field (natPacket's call and tests cost some 50 instructions a packet
+// field (natPacket's call and tests cost some 60 instructions a packet
 // more in the stateful row). Any other packet takes oneGeneral, which
 // TestNATProcessPaths holds this path to.
 func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
@@ -496,7 +496,7 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 					acc := csumAddrDelta(old, na>>16+na&0xffff)
 					le.PutUint16(ip[10:], csumApply(le.Uint16(ip[10:]), acc))
 					l4Acc := csumWord(acc, oldPort, wport)
-					if m.IPProto == 6 {
+					if m.IPProto == 6 { // read again, after the stores: no register kept for it
 						le.PutUint16(l4h[16:], csumApply(le.Uint16(l4h[16:]), l4Acc))
 					} else if hc := le.Uint16(l4h[6:]); hc != 0 { // UDP: no checksum stays none
 						nc := csumApply(hc, l4Acc)
@@ -829,10 +829,9 @@ func natRewrite4(p []byte, off int, a [4]byte, acc *uint32) {
 // A TCP or UDP header whole in the frame takes the straight-line path
 // below: the addresses as words, the headers through fixed-size array
 // views (one bounds check each), no [4]byte temporaries through the
-// stack. It executed some 210
-// instructions a packet as natPacketGeneral alone; anything else (a
-// later fragment, ICMP, a header cut short) goes to natPacketGeneral,
-// which TestNATPacketPaths holds this path to.
+// stack. It executed some 210 instructions a packet as natPacketGeneral
+// alone; anything else (a later fragment, ICMP, a header cut short) goes
+// to natPacketGeneral, which TestNATPacketPaths holds this path to.
 func natPacket(p []byte, m *rings.Meta, en *ctEntry, dir uint8) {
 	l3, l4 := int(m.L3Off), int(m.L4Off)
 	proto := m.IPProto
