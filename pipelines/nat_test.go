@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -663,6 +664,210 @@ func TestNATCountsEveryPacket(t *testing.T) {
 	for k, c := range got {
 		if c.Packets != 0 || c.Bytes != 0 {
 			t.Errorf("counter %s %+v not published", k, c)
+		}
+	}
+}
+
+// TestNATProcessPaths holds natStage.Process, whose loop translates the
+// common packet itself, to oneGeneral packet by packet in order (what
+// Process did for every packet before its loop had a path of its own),
+// over random vectors: random IPv4 packets (TCP, UDP, ICMP; options; cut
+// short at and around a 20-byte L4 header; UDP without a checksum),
+// random metadata (flags, conntrack state and direction, a stale or no
+// conntrack entry) and a few random entries shared by the vector's
+// packets (every NAT status and flag, so that a flow's first packet
+// counts its session before its later packets in the same vector).
+// Bytes, metadata, edges, entries and counters must all agree.
+func TestNATProcessPaths(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	a := stArena(t)
+	const n = 64
+	pkts := make([][]byte, n)
+	for i := range pkts {
+		pkts[i] = make([]byte, 60)
+	}
+	b1, b2 := stFillBatch(t, a, pkts), stFillBatch(t, a, pkts)
+	mk := func() (*natStage, *ctStage) {
+		ct := &ctStage{tab: &ctTable{ent: make([]ctEntry, 8)}}
+		s := &natStage{t: &natTemplate{}, workers: 1, live: newLiveTable(natNumCounters)}
+		s.Link(func(string) Stage { return ct })
+		return s, ct
+	}
+	s1, ct1 := mk()
+	s2, ct2 := mk()
+	fast, zero := 0, 0
+	for round := range 8000 {
+		for e := range ct1.tab.ent {
+			en := &ct1.tab.ent[e]
+			for i := range 16 {
+				en.src[i], en.dst[i] = byte(rnd.Uint32()), byte(rnd.Uint32())
+			}
+			en.sport, en.dport = uint16(rnd.Uint32()), uint16(rnd.Uint32())
+			en.status = ctStUsed | [10]uint8{0, ctStSNAT | ctStDNAT, ctStSNAT, ctStSNAT, ctStSNAT, ctStSNAT, ctStDNAT, ctStDNAT, ctStDNAT, ctStDNAT}[rnd.IntN(10)]
+			if rnd.IntN(6) != 0 {
+				en.status |= ctStNATDone
+			}
+			if rnd.IntN(8) == 0 {
+				en.status |= ctStV6
+			}
+			en.setNatFlags(uint8(rnd.IntN(4)) & (natFExhausted | natFCounted))
+			if rnd.IntN(3) != 0 {
+				en.setNatFlags(natFCounted)
+			}
+		}
+		copy(ct2.tab.ent, ct1.tab.ent)
+		var idx []uint16
+		for i := range n {
+			if rnd.IntN(8) == 0 {
+				continue // not in this stage's vector
+			}
+			idx = append(idx, uint16(i))
+			ihl := 5
+			if rnd.IntN(8) == 0 {
+				ihl += rnd.IntN(11)
+			}
+			proto := [4]uint8{6, 17, 17, 1}[rnd.IntN(4)]
+			l3 := 14
+			l4 := l3 + ihl*4
+			size := l4 + 20 + rnd.IntN(40)
+			if rnd.IntN(4) == 0 {
+				size = l4 + 14 + rnd.IntN(10) // around a 20-byte header
+			}
+			p := make([]byte, size)
+			for j := range p {
+				p[j] = byte(rnd.Uint32())
+			}
+			p[l3] = 0x40 | byte(ihl)
+			p[l3+9] = proto
+			if proto == 17 && rnd.IntN(3) == 0 {
+				p[l4+6], p[l4+7] = 0, 0
+			}
+			var m rings.Meta
+			m.Seq = uint64(round*n + i)
+			m.Flags = rings.FlagIPv4 | rings.FlagL4
+			switch rnd.IntN(10) {
+			case 0:
+				m.Flags = rings.FlagIPv4
+			case 1:
+				m.Flags = rings.FlagIPv6 | rings.FlagL4
+			}
+			m.L3Off, m.L4Off, m.IPProto = uint16(l3), uint16(l4), proto
+			if rnd.IntN(10) == 0 {
+				m.L4Off = uint16(l3 + rnd.IntN(ihl*4)) // an L4 offset inside the IP header
+			}
+			copy(m.SrcIP[:4], p[l3+12:])
+			copy(m.DstIP[:4], p[l3+16:])
+			m.SrcPort, m.DstPort = binary.BigEndian.Uint16(p[l4:]), binary.BigEndian.Uint16(p[l4+2:])
+			m.CT = uint8(rnd.IntN(6)) | uint8(rnd.IntN(2))*rings.CTReply
+			c := uint32(1 + rnd.IntN(len(ct1.tab.ent)))
+			switch rnd.IntN(12) {
+			case 0:
+				c = 0
+			case 1:
+				ct1.curSeq[i], ct2.curSeq[i] = m.Seq+1, m.Seq+1 // another batch's
+			default:
+				ct1.curSeq[i], ct2.curSeq[i] = m.Seq, m.Seq
+			}
+			ct1.cur[i], ct2.cur[i] = c, c
+			en := &ct1.tab.ent[(c+uint32(len(ct1.tab.ent))-1)%uint32(len(ct1.tab.ent))]
+			common := c != 0 && m.Seq == ct1.curSeq[i] && m.Flags&rings.FlagL4 != 0 && m.Flags&rings.FlagIPv4 != 0 &&
+				(proto == 6 || proto == 17) && m.CT&rings.CTStateMask != rings.CTRelated &&
+				l3+20 <= int(m.L4Off) && l4+20 <= len(p) && en.status&ctStNATDone != 0 &&
+				(en.status&(ctStSNAT|ctStDNAT) == ctStSNAT || en.status&(ctStSNAT|ctStDNAT) == ctStDNAT) && en.natFlags() == natFCounted
+			if common {
+				fast++
+			}
+			dir := uint8(0)
+			if m.CT&rings.CTReply != 0 {
+				dir = 1
+			}
+			if hc := binary.BigEndian.Uint16(p[l4+6:]); common && proto == 17 && hc != 0 && rnd.IntN(2) == 0 {
+				// A checksum the translation takes to 0 (sent as
+				// 0xffff): the sum the general path's result says
+				// (~checksum) moved to 0 by the checksum it starts from.
+				q, mq := append([]byte(nil), p...), m
+				natPacketGeneral(q, &mq, en, dir)
+				f := uint32(^binary.BigEndian.Uint16(q[l4+6:]))
+				binary.BigEndian.PutUint16(p[l4+6:], ^uint16((uint32(^hc)+0xffff-f)%0xffff))
+				q, mq = append(q[:0], p...), m
+				natPacketGeneral(q, &mq, en, dir)
+				if binary.BigEndian.Uint16(q[l4+6:]) == 0xffff {
+					zero++
+				}
+			}
+			for _, b := range []*rings.Batch{b1, b2} {
+				b.Descs[i].Len = uint32(len(p))
+				copy(b.Packet(i), p)
+				b.Meta[i] = m
+			}
+		}
+		next1, next2 := make([]Edge, len(idx)), make([]Edge, len(idx))
+		s1.Process(b1, idx, next1)
+		for k, i := range idx {
+			next2[k] = s2.oneGeneral(b2, int(i))
+		}
+		for k, i := range idx {
+			if string(b1.Packet(int(i))) != string(b2.Packet(int(i))) || b1.Meta[i] != b2.Meta[i] || next1[k] != next2[k] {
+				en := ct2.tab.ent[(ct2.cur[i]+uint32(len(ct2.tab.ent))-1)%uint32(len(ct2.tab.ent))]
+				t.Fatalf("round %d packet %d (cur %d, entry status %#x flags %#x): Process edge %d\n% x\n%+v\noneGeneral edge %d\n% x\n%+v",
+					round, i, ct2.cur[i], en.status, en.natFlags(), next1[k], b1.Packet(int(i)), b1.Meta[i], next2[k], b2.Packet(int(i)), b2.Meta[i])
+			}
+		}
+		for e := range ct1.tab.ent {
+			if ct1.tab.ent[e] != ct2.tab.ent[e] {
+				t.Fatalf("round %d entry %d: Process left %+v, oneGeneral %+v", round, e, ct1.tab.ent[e], ct2.tab.ent[e])
+			}
+		}
+		// The counters marked for publishing: the same, in any order (the
+		// translated count is summed over the vector).
+		m1, m2 := slices.Sorted(slices.Values(s1.live.moved)), slices.Sorted(slices.Values(s2.live.moved))
+		if s1.c != s2.c || s1.bytes != s2.bytes || !slices.Equal(s1.live.dirty, s2.live.dirty) || !slices.Equal(m1, m2) {
+			t.Fatalf("round %d: counters %v %v %v %v, want %v %v %v %v", round, s1.c, s1.bytes, s1.live.dirty, s1.live.moved, s2.c, s2.bytes, s2.live.dirty, s2.live.moved)
+		}
+		if round%64 == 0 {
+			s1.PublishCounters()
+			s2.PublishCounters()
+		}
+	}
+	if fast < 60_000 || zero < 1_000 {
+		t.Fatalf("only %d packets took the common path, %d UDP checksums went to 0", fast, zero)
+	}
+	t.Logf("%d packets took the common path, %d UDP checksums went to 0", fast, zero)
+}
+
+// TestCsumHelpers holds checksum.go's helpers, written for fewer
+// instructions, to RFC 1624's equation 3 as first written: ~m + m' per
+// word, ~HC plus the terms folded twice. Every checksum, with sums at the
+// folds' edges and random ones.
+func TestCsumHelpers(t *testing.T) {
+	apply := func(hc uint16, acc uint32) uint16 {
+		s := uint32(^hc) + acc
+		s = s&0xffff + s>>16
+		s = s&0xffff + s>>16
+		return ^uint16(s)
+	}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	for hc := range 1 << 16 {
+		for _, acc := range []uint32{0, 1, 0xfffe, 0xffff, 0x10000, 0x1fffe, 0x1ffff, 0x20000, 0x2fffd, 0x3fffc, 1<<31 - 1} {
+			if got, want := csumApply(uint16(hc), acc), apply(uint16(hc), acc); got != want {
+				t.Fatalf("csumApply(%#x, %#x) = %#x, want %#x", hc, acc, got, want)
+			}
+		}
+		for range 64 {
+			acc := rnd.Uint32N(1 << 31)
+			if got, want := csumApply(uint16(hc), acc), apply(uint16(hc), acc); got != want {
+				t.Fatalf("csumApply(%#x, %#x) = %#x, want %#x", hc, acc, got, want)
+			}
+		}
+	}
+	for range 1 << 20 {
+		acc, old, new := rnd.Uint32N(1<<20), uint16(rnd.Uint32()), uint16(rnd.Uint32())
+		if got, want := csumWord(acc, old, new), acc+uint32(^old)+uint32(new); got != want {
+			t.Fatalf("csumWord(%#x, %#x, %#x) = %#x, want %#x", acc, old, new, got, want)
+		}
+		a, sum := rnd.Uint32(), rnd.Uint32N(0x1ffff)
+		if got, want := csumAddrDelta(a, sum), uint32(^uint16(a>>16))+uint32(^uint16(a))+sum; got != want {
+			t.Fatalf("csumAddrDelta(%#x, %#x) = %#x, want %#x", a, sum, got, want)
 		}
 	}
 }
