@@ -670,8 +670,26 @@ func (s *ctStage) findPacket(m *rings.Meta) (en *ctEntry, e uint32, dir uint8, o
 	if c := s.slot; c != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
-		if en = &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
-			tuple4Eq(en, dir, binary.LittleEndian.Uint32(m.SrcIP[:4]), binary.LittleEndian.Uint32(m.DstIP[:4]), m.SrcPort, m.DstPort) {
+		en = &t.ent[e]
+		// tuple4Eq, spelled out (TestFindPacketMatch): its call cost a
+		// dozen instructions a packet of registers saved and reloaded
+		// around it. An IPv4 address field holds the address in its low
+		// half and the translated one in its high half, whence a
+		// translated entry's reply tuple takes it.
+		le := binary.LittleEndian
+		a, b := le.Uint64(en.src[:8]), le.Uint64(en.dst[:8])
+		ap, bp := en.sport, en.dport
+		if dir != 0 {
+			if en.status&ctStDNAT != 0 {
+				b, bp = b>>32, en.natDport()
+			}
+			if en.status&ctStSNAT != 0 {
+				a, ap = a>>32, en.natSport()
+			}
+			a, b, ap, bp = b, a, bp, ap
+		}
+		if en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
+			uint32(a) == le.Uint32(m.SrcIP[:4]) && uint32(b) == le.Uint32(m.DstIP[:4]) && ap == m.SrcPort && bp == m.DstPort {
 			if en.status&ctStTentative != 0 || !t.expired(en) {
 				return en, e, dir, true
 			}
