@@ -486,16 +486,19 @@ func (s *ctStage) candidates(n int) {
 // index slots of hash h's probe that holds h (entry+1<<1 | dir), or 0.
 // A candidate only: the tracking loop checks the entry's tuple.
 func (t *ctTable) slotOf(h uint32) uint32 {
-	i := t.home(h)
+	// The index and its size in registers: the compiler loads a field
+	// inside a loop again every turn.
+	idx, slots := t.idx, t.slots
+	i := probeHome(h, slots)
 	for range ctWarmProbe {
-		v := t.idx[i]
+		v := idx[i]
 		if v == 0 {
 			return 0
 		}
 		if uint32(v>>32) == h {
 			return uint32(v)
 		}
-		if i++; i == t.slots {
+		if i++; i == slots {
 			i = 0
 		}
 	}
