@@ -1,16 +1,20 @@
 #include "textflag.h"
 #include "go_asm.h"
 
+// Both loops count an index up from minus the length to zero: it both
+// addresses the element (from the slice's end) and ends the loop.
+
 // func prefetchSlots(idx *uint64, slots uint64, hints []uint64)
 TEXT ·prefetchSlots(SB), NOSPLIT|NOFRAME, $0-40
 	MOVQ idx+0(FP), DI
 	MOVQ slots+8(FP), SI
 	MOVQ hints_base+16(FP), BX
 	MOVQ hints_len+24(FP), CX
-	TESTQ CX, CX
+	LEAQ (BX)(CX*8), BX // the end
+	NEGQ CX
 	JEQ done
 loop:
-	MOVQ (BX), AX
+	MOVQ (BX)(CX*8), AX
 	TESTQ AX, AX
 	JEQ next
 	MOVL AX, AX // the hash (the low half)
@@ -18,8 +22,7 @@ loop:
 	SHRQ $32, AX
 	PREFETCHT0 (DI)(AX*8)
 next:
-	ADDQ $8, BX
-	DECQ CX
+	INCQ CX
 	JNE loop
 done:
 	RET
@@ -29,20 +32,19 @@ TEXT ·prefetchEntries(SB), NOSPLIT|NOFRAME, $0-32
 	MOVQ ent+0(FP), DI
 	MOVQ cands_base+8(FP), BX
 	MOVQ cands_len+16(FP), CX
-	TESTQ CX, CX
+	LEAQ (BX)(CX*4), BX // the end
+	NEGQ CX
 	JEQ done
 loop:
-	MOVL (BX), AX
+	MOVL (BX)(CX*4), AX
 	TESTL AX, AX
 	JEQ next
-	SHRL $1, AX // entry+1
-	DECL AX
+	SHRL $1, AX // entry+1: entry e's lines are at -ctEntry__size from it
 	IMULQ $ctEntry__size, AX
-	PREFETCHT0 (DI)(AX*1)
-	PREFETCHT0 64(DI)(AX*1)
+	PREFETCHT0 -ctEntry__size(DI)(AX*1)
+	PREFETCHT0 (64-ctEntry__size)(DI)(AX*1)
 next:
-	ADDQ $4, BX
-	DECQ CX
+	INCQ CX
 	JNE loop
 done:
 	RET
