@@ -428,24 +428,21 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	t := s.tab
 	meta := b.Meta             // in a register: the stores to hint could alias b's
 	hints := s.hint[:len(idx)] // no bounds checks in the loop
-	for r := 0; r < len(idx); r += ctSlotRun {
-		run := hints[r:min(r+ctSlotRun, len(idx))]
-		for j, i := range idx[r : r+len(run)] {
-			m := &meta[i]
-			run[j] = 0
-			if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) == 0 || f&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
-				continue
-			}
-			var h uint32
+	run := 0                   // the first packet whose index line is not prefetched yet
+	for j, i := range idx {
+		m := &meta[i]
+		h := uint64(0)
+		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) != 0 && f&rings.FlagL4 != 0 && (m.IPProto == 6 || m.IPProto == 17) {
 			if m.Flags&rings.FlagIPv6 == 0 {
-				h = ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
+				h = 1<<32 | uint64(ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m))))
 			} else {
-				h = s.hash6(m)
+				h = 1<<32 | uint64(s.hash6(m))
 			}
-			run[j] = 1<<32 | uint64(h)
 		}
-		if havePrefetch {
-			prefetchSlots(&t.idx[0], t.slots, run)
+		hints[j] = h
+		if havePrefetch && (j-run == ctSlotRun-1 || j == len(idx)-1) {
+			prefetchSlots(&t.idx[0], t.slots, hints[run:j+1])
+			run = j + 1
 		}
 	}
 }
