@@ -420,67 +420,82 @@ const ctChunk = 64
 
 // hashes computes the TCP and UDP packets' tuple hashes into hint (0:
 // none) and, where the CPU has prefetches, prefetches the index line
-// each one's probe starts at.
+// each one's probe starts at: a run of ctSlotRun packets at a time, so
+// that the lines' misses start soon after their hashes are known (in
+// this loop: a pass of its own cost some 20 instructions a packet) for
+// one call a run.
 func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
-	var k ctTuple
 	t := s.tab
+	meta := b.Meta             // in a register: the stores to hint could alias b's
 	hints := s.hint[:len(idx)] // no bounds checks in the loop
+	run := 0                   // the first packet whose index line is not prefetched yet
 	for j, i := range idx {
-		m := &b.Meta[i]
-		hints[j] = 0
-		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) == 0 || f&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
-			continue
+		m := &meta[i]
+		h := uint64(0)
+		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) != 0 && f&rings.FlagL4 != 0 && (m.IPProto == 6 || m.IPProto == 17) {
+			if m.Flags&rings.FlagIPv6 == 0 {
+				h = 1<<32 | uint64(ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m))))
+			} else {
+				h = 1<<32 | uint64(s.hash6(m))
+			}
 		}
-		var h uint32
-		if m.Flags&rings.FlagIPv6 == 0 {
-			h = ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
-		} else {
-			ctAddrs(m, &k)
-			k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
-			h = k.hash()
-		}
-		hints[j] = 1<<32 | uint64(h)
-		if havePrefetch {
-			// The index line where the probe starts, as soon as the
-			// hash is known (in this loop: a prefetch does not wait, and
-			// a pass of its own cost some 20 instructions a packet).
-			prefetchSlot(&t.idx[t.home(h)])
+		hints[j] = h
+		if havePrefetch && (j-run == ctSlotRun-1 || j == len(idx)-1) {
+			prefetchSlots(&t.idx[0], t.slots, hints[run:j+1])
+			run = j + 1
 		}
 	}
 }
 
+// hash6 is IPv6 TCP or UDP packet m's tuple hash: a function of its own
+// (too big to inline), as the tuple it builds, and the call of
+// ctTuple.hash, in hashes' loop cost that loop's IPv4 packets registers
+// saved and reloaded every packet.
+func (s *ctStage) hash6(m *rings.Meta) uint32 {
+	var k ctTuple
+	ctAddrs(m, &k)
+	k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
+	return k.hash()
+}
+
+// ctSlotRun is how many packets hashes hashes before it prefetches
+// their index lines.
+const ctSlotRun = 8
+
 // candidates finds each of the chunk's first n packets' slot in the
 // index (its line prefetched by the pass before) as the warm pass does,
-// keeps it in cand, and prefetches the entry it names. One loop, not a
-// call a packet: the call cost some ten instructions a packet.
+// keeps it in cand, and prefetches the entries they name, in one call
+// (the lines the slots are in are waited for already: nothing is gained
+// by starting the entries' misses any sooner).
 func (s *ctStage) candidates(n int) {
 	t := s.tab
+	cand := s.cand[:n]
 	for j, h := range s.hint[:n] {
-		s.cand[j] = 0
-		if h == 0 {
-			continue
-		}
-		if v := t.slotOf(uint32(h)); v != 0 {
-			s.cand[j] = v
-			prefetchEntry(&t.ent[v>>1-1])
+		cand[j] = 0
+		if h != 0 {
+			cand[j] = t.slotOf(uint32(h))
 		}
 	}
+	prefetchEntries(&t.ent[0], cand)
 }
 
 // slotOf returns the low half of the first of the first ctWarmProbe
 // index slots of hash h's probe that holds h (entry+1<<1 | dir), or 0.
 // A candidate only: the tracking loop checks the entry's tuple.
 func (t *ctTable) slotOf(h uint32) uint32 {
-	i := t.home(h)
+	// The index and its size in registers: the compiler loads a field
+	// inside a loop again every turn.
+	idx, slots := t.idx, t.slots
+	i := probeHome(h, slots)
 	for range ctWarmProbe {
-		v := t.idx[i]
+		v := idx[i]
 		if v == 0 {
 			return 0
 		}
 		if uint32(v>>32) == h {
 			return uint32(v)
 		}
-		if i++; i == t.slots {
+		if i++; i == slots {
 			i = 0
 		}
 	}
@@ -655,8 +670,26 @@ func (s *ctStage) findPacket(m *rings.Meta) (en *ctEntry, e uint32, dir uint8, o
 	if c := s.slot; c != 0 && m.Flags&rings.FlagIPv6 == 0 {
 		t := s.tab
 		e, dir = c>>1-1, uint8(c&1)
-		if en = &t.ent[e]; en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
-			tuple4Eq(en, dir, binary.LittleEndian.Uint32(m.SrcIP[:4]), binary.LittleEndian.Uint32(m.DstIP[:4]), m.SrcPort, m.DstPort) {
+		en = &t.ent[e]
+		// tuple4Eq, spelled out (TestFindPacketMatch): its call cost a
+		// dozen instructions a packet of registers saved and reloaded
+		// around it. An IPv4 address field holds the address in its low
+		// half and the translated one in its high half, whence a
+		// translated entry's reply tuple takes it.
+		le := binary.LittleEndian
+		a, b := le.Uint64(en.src[:8]), le.Uint64(en.dst[:8])
+		ap, bp := en.sport, en.dport
+		if dir != 0 {
+			if en.status&ctStDNAT != 0 {
+				b, bp = b>>32, en.natDport()
+			}
+			if en.status&ctStSNAT != 0 {
+				a, ap = a>>32, en.natSport()
+			}
+			a, b, ap, bp = b, a, bp, ap
+		}
+		if en.status&(ctStUsed|ctStV6) == ctStUsed && en.proto == m.IPProto && en.zone == s.zone(m) &&
+			uint32(a) == le.Uint32(m.SrcIP[:4]) && uint32(b) == le.Uint32(m.DstIP[:4]) && ap == m.SrcPort && bp == m.DstPort {
 			if en.status&ctStTentative != 0 || !t.expired(en) {
 				return en, e, dir, true
 			}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/warpflow/warpflow/rings"
 )
 
 // TestTCPEstablishedAckPath holds tcpEstablishedAck to tcpPacketGeneral:
@@ -118,4 +120,71 @@ func TestTCPEstablishedAckPath(t *testing.T) {
 		t.Fatalf("the draw does not cover both paths: %d taken, %d declined, %d not its case", taken, declined, notCase)
 	}
 	t.Logf("%d segments taken by the fast path, %d declined, %d not its case", taken, declined, notCase)
+}
+
+// TestFindPacketMatch holds findPacket's in-place match of the entry the
+// prefetching passes named to tupleIs: random IPv4 and IPv6 entries
+// (translated or not, NAT bytes random), asked about in either direction
+// with the packet's tuple that direction's, or that tuple with one field
+// changed. The entry is in no index slot, so a packet the match rejects
+// is found by nothing.
+func TestFindPacketMatch(t *testing.T) {
+	s := stMustBuild(t, conntrackKind, `{}`).NewInstance().(*ctStage)
+	tab := s.table()
+	tab.advance(1000)
+	rnd := rand.New(rand.NewPCG(5, 6))
+	found := 0
+	for range 200_000 {
+		en := &tab.ent[0]
+		*en = ctEntry{}
+		for i := range 16 {
+			en.src[i], en.dst[i] = byte(rnd.IntN(3)), byte(rnd.IntN(3)) // few values: collisions
+		}
+		en.sport, en.dport = uint16(rnd.IntN(3)), uint16(rnd.IntN(3))
+		en.proto = [2]uint8{6, 17}[rnd.IntN(2)]
+		en.status = ctStUsed | uint8(rnd.IntN(256))&(ctStSNAT|ctStDNAT|ctStTentative)
+		if rnd.IntN(8) == 0 {
+			en.status |= ctStV6
+		}
+		if rnd.IntN(16) == 0 {
+			en.status &^= ctStUsed
+		}
+		if rnd.IntN(16) == 0 {
+			en.zone = 1
+		}
+		en.expires = tab.now + 1000
+		dir := uint8(rnd.IntN(2))
+		var k ctTuple
+		tab.tupleOf(en, dir, &k)
+		k.v6, k.zone = false, 0
+		switch rnd.IntN(10) { // half the draws unchanged
+		case 1:
+			k.src[rnd.IntN(4)] ^= 1
+		case 2:
+			k.dst[rnd.IntN(4)] ^= 1
+		case 3:
+			k.sport ^= 1
+		case 4:
+			k.dport ^= 1
+		case 5:
+			k.proto ^= 6 ^ 17
+		}
+		var m rings.Meta
+		m.Flags = rings.FlagIPv4 | rings.FlagL4
+		m.IPProto, m.SrcPort, m.DstPort = k.proto, k.sport, k.dport
+		copy(m.SrcIP[:4], k.src[:4])
+		copy(m.DstIP[:4], k.dst[:4])
+		s.h, s.slot = 0, 1<<1|uint32(dir)
+		want := en.status&ctStUsed != 0 && tab.tupleIs(en, dir, &k)
+		gotEn, e, gotDir, ok := s.findPacket(&m)
+		if ok != want || ok && (gotEn != en || e != 0 || gotDir != dir) {
+			t.Fatalf("entry %+v direction %d, packet %+v: found %v (entry %d direction %d), want %v", *en, dir, k, ok, e, gotDir, want)
+		}
+		if ok {
+			found++
+		}
+	}
+	if found < 50_000 {
+		t.Fatalf("only %d of 200000 found: the test draws too few matches", found)
+	}
 }
