@@ -126,8 +126,11 @@ func (b *Batch) Time() uint32 { return b.time }
 
 // AppendRun appends as many of descs as fit, giving them consecutive
 // receive sequence numbers from seq, and returns how many it appended. It
-// is Append for a port that hands out runs of frames: one bulk clear of
-// the metadata instead of one per packet.
+// is Append for a port that hands out runs of frames. Each Meta is
+// written whole from a composite literal: in this loop that compiles to
+// six 16-byte zero stores and the three fields, where a bulk clear
+// (a memclr call) and the fields written after it cost 21 instructions
+// a packet against 16.
 func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 	n := len(b.Descs)
 	b.Outcome.Valid = false
@@ -138,12 +141,9 @@ func (b *Batch) AppendRun(descs []Desc, seq uint64, inPort uint16) int {
 		return k
 	}
 	meta := b.Meta[n : n+k]
-	clear(meta)
 	t := b.time // not reloaded after each store to meta
 	for i := range meta {
-		meta[i].Seq = seq + uint64(i)
-		meta[i].InPort = inPort
-		meta[i].Time = t
+		meta[i] = Meta{Seq: seq + uint64(i), InPort: inPort, Time: t}
 	}
 	return k
 }
