@@ -257,8 +257,12 @@ func (s *filterStage) processCT(b *rings.Batch, idx []uint16, next []Edge) {
 	defEdge := t.ruleEdge[c.n]
 	var defBytes uint64
 	passed := 0 // s.hits[:passed] are the vector positions of the packets the gate passed
+	// The metadata in a local: read through b, its slice is loaded again
+	// after every store to next (which might alias b). (Descs too, in a
+	// local, costs more: the loop runs out of registers.)
+	meta := b.Meta
 	for k, i := range idx {
-		if c.preCT[b.Meta[i].CT&(rings.CTStateMask|rings.CTReply)] != 0 {
+		if c.preCT[meta[i].CT&(rings.CTStateMask|rings.CTReply)] != 0 {
 			s.hits[passed] = uint64(k)
 			passed++
 			continue

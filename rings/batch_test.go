@@ -1,6 +1,9 @@
 package rings
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 func TestBatchAdjustHead(t *testing.T) {
 	a := newTestArena(t, 2, 2048, 256)
@@ -73,6 +76,52 @@ func TestBatchPacketViewEndsAtFrameEnd(t *testing.T) {
 			t.Errorf("packet %d grows into the next frame", i)
 		}
 	}
+}
+
+// TestBatchPacketMatchesFrame holds Packet to the plain form of its view,
+// mem[Addr : Addr+Len : (Addr|frameMask)+1], over random descriptors in
+// every frame size: the same bytes, length and capacity where that form
+// is valid, and a panic where it panics (a length past the frame's end,
+// an address past the arena).
+func TestBatchPacketMatchesFrame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for size := 2048; size <= 65536; size *= 2 {
+		const frames = 3
+		a := newTestArena(t, frames, size, 0)
+		mem := a.Mem()
+		b := NewBatch(1, a)
+		b.SetLen(1)
+		mask := uint64(size - 1)
+		for range 20000 {
+			addr := rng.Uint64N(uint64(frames*size + 2*size))
+			n := uint32(rng.Uint64N(uint64(size + 2)))
+			if rng.IntN(2) == 0 {
+				n = uint32(min(uint64(n), uint64(size)-addr&mask)) // mostly within the frame
+			}
+			b.Descs[0] = Desc{Addr: addr, Len: n}
+			got, gotPanic := catchPanic(func() []byte { return b.Packet(0) })
+			want, wantPanic := catchPanic(func() []byte { return mem[addr : addr+uint64(n) : (addr|mask)+1] })
+			if gotPanic != wantPanic {
+				t.Fatalf("size %d, desc %+v: panics %v, want %v", size, b.Descs[0], gotPanic, wantPanic)
+			}
+			if wantPanic {
+				continue
+			}
+			if len(got) != len(want) || cap(got) != cap(want) || &got[:cap(got)][0] != &want[:cap(want)][0] {
+				t.Fatalf("size %d, desc %+v: len/cap %d/%d, want %d/%d, or not the same bytes", size, b.Descs[0], len(got), cap(got), len(want), cap(want))
+			}
+		}
+	}
+}
+
+// catchPanic returns f's result, or reports that it panicked.
+func catchPanic(f func() []byte) (p []byte, panicked bool) {
+	defer func() {
+		if recover() != nil {
+			panicked = true
+		}
+	}()
+	return f(), false
 }
 
 func TestBatchLenAndClear(t *testing.T) {
