@@ -447,8 +447,10 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	for k, i := range idx {
 		m := &b.Meta[i]
 		proto := m.IPProto
-		if m.Flags&(rings.FlagIPv4|rings.FlagL4) == rings.FlagIPv4|rings.FlagL4 && (proto == 6 || proto == 17) &&
-			m.CT&rings.CTStateMask != rings.CTRelated && int(i) < len(ct.cur) {
+		// Not an ICMP error: conntrack gives the related state to those
+		// alone (ctStage.icmp), so a TCP or UDP packet needs no test of
+		// it.
+		if m.Flags&(rings.FlagIPv4|rings.FlagL4) == rings.FlagIPv4|rings.FlagL4 && (proto == 6 || proto == 17) && int(i) < len(ct.cur) {
 			// e wraps for cur 0 (no entry): one test for both it and the
 			// bounds of ent.
 			if e := ct.cur[i] - 1; uint(e) < uint(len(ct.tab.ent)) && ct.curSeq[i] == m.Seq {
