@@ -447,66 +447,54 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	for k, i := range idx {
 		m := &b.Meta[i]
 		proto := m.IPProto
-		if m.Flags&(rings.FlagIPv4|rings.FlagL4) == rings.FlagIPv4|rings.FlagL4 && (proto == 6 || proto == 17) &&
-			m.CT&rings.CTStateMask != rings.CTRelated && int(i) < len(ct.cur) {
+		// Not an ICMP error: conntrack gives the related state to those
+		// alone (ctStage.icmp), so a TCP or UDP packet needs no test of
+		// it.
+		if m.Flags&(rings.FlagIPv4|rings.FlagL4) == rings.FlagIPv4|rings.FlagL4 && (proto == 6 || proto == 17) && int(i) < len(ct.cur) {
 			// e wraps for cur 0 (no entry): one test for both it and the
 			// bounds of ent.
 			if e := ct.cur[i] - 1; uint(e) < uint(len(ct.tab.ent)) && ct.curSeq[i] == m.Seq {
 				en := &ct.tab.ent[e]
 				st := en.status & (ctStNATDone | ctStSNAT | ctStDNAT)
-				p := b.Packet(int(i))
-				l3, l4 := int(m.L3Off), int(m.L4Off)
-				// A header of 20 bytes from l4 is whole in the frame (a
-				// TCP header, or a UDP one with 12 bytes of payload):
-				// a shorter datagram takes oneGeneral.
-				if (st == ctStNATDone|ctStSNAT || st == ctStNATDone|ctStDNAT) && en.natFlags()&(natFExhausted|natFCounted) == natFCounted &&
-					l3+ipv4MinHdr <= l4 && l4 <= len(p)-20 {
-					tally += 1<<32 | uint64(len(p))
-					// One address and its port change: the new ones, the
-					// address's bytes as a little-endian word (as
-					// natPacket), and where they go (off: 0 the source,
-					// 4 the destination).
-					var na uint32
-					var port uint16
-					off := 0
-					switch snat, reply := st&ctStSNAT != 0, m.CT&rings.CTReply != 0; {
-					case snat && !reply: // out: the source, translated
-						na, port = le.Uint32(en.src[4:8]), en.natSport()
-					case snat: // back: the destination, to the original source
-						na, port, off = le.Uint32(en.src[0:4]), en.sport, 4
-					case !reply: // DNAT out: the destination, translated
-						na, port, off = le.Uint32(en.dst[4:8]), en.natDport(), 4
-					default: // DNAT back: the source, to the original destination
-						na, port = le.Uint32(en.dst[0:4]), en.dport
-					}
-					// Through fixed-size views: no bounds checks.
-					ip := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr])
-					l4h := (*[20]byte)(p[l4:])
-					wport := bits.ReverseBytes16(port) // as on the wire, read little-endian
-					old, oldPort := le.Uint32(ip[12+off:]), le.Uint16(l4h[off/2:])
-					le.PutUint32(ip[12+off:], na)
-					le.PutUint16(l4h[off/2:], wport)
-					if off == 0 {
-						le.PutUint32(m.SrcIP[:4], na)
-						m.SrcPort = port
-					} else {
-						le.PutUint32(m.DstIP[:4], na)
-						m.DstPort = port
-					}
-					acc := csumAddrDelta(old, na>>16+na&0xffff)
-					le.PutUint16(ip[10:], csumApply(le.Uint16(ip[10:]), acc))
-					l4Acc := csumWord(acc, oldPort, wport)
-					if m.IPProto == 6 { // read again, after the stores: no register kept for it
-						le.PutUint16(l4h[16:], csumApply(le.Uint16(l4h[16:]), l4Acc))
-					} else if hc := le.Uint16(l4h[6:]); hc != 0 { // UDP: no checksum stays none
-						nc := csumApply(hc, l4Acc)
-						if nc == 0 {
-							nc = 0xffff
+				if (st == ctStNATDone|ctStSNAT || st == ctStNATDone|ctStDNAT) && en.natFlags()&(natFExhausted|natFCounted) == natFCounted {
+					p := b.Packet(int(i))
+					l3, l4 := int(m.L3Off), int(m.L4Off)
+					// A header of 20 bytes from l4 is whole in the frame (a
+					// TCP header, or a UDP one with 12 bytes of payload):
+					// a shorter datagram takes oneGeneral.
+					if l3+ipv4MinHdr <= l4 && l4 <= len(p)-20 {
+						tally += 1<<32 | uint64(len(p))
+						// Through fixed-size views: no bounds checks.
+						ip := (*[ipv4MinHdr]byte)(p[l3 : l3+ipv4MinHdr])
+						l4h := (*[20]byte)(p[l4:])
+						// One address and its port change: the new ones
+						// (the address's bytes as a little-endian word, as
+						// natPacket), on the side the translation and the
+						// direction pick.
+						var acc, l4Acc uint32
+						switch snat, reply := st&ctStSNAT != 0, m.CT&rings.CTReply != 0; {
+						case snat && !reply: // out: the source, translated
+							acc, l4Acc = natSet((*[4]byte)(ip[12:16]), (*[2]byte)(l4h[0:2]), (*[4]byte)(m.SrcIP[:4]), &m.SrcPort, le.Uint32(en.src[4:8]), en.natSport())
+						case snat: // back: the destination, to the original source
+							acc, l4Acc = natSet((*[4]byte)(ip[16:20]), (*[2]byte)(l4h[2:4]), (*[4]byte)(m.DstIP[:4]), &m.DstPort, le.Uint32(en.src[0:4]), en.sport)
+						case !reply: // DNAT out: the destination, translated
+							acc, l4Acc = natSet((*[4]byte)(ip[16:20]), (*[2]byte)(l4h[2:4]), (*[4]byte)(m.DstIP[:4]), &m.DstPort, le.Uint32(en.dst[4:8]), en.natDport())
+						default: // DNAT back: the source, to the original destination
+							acc, l4Acc = natSet((*[4]byte)(ip[12:16]), (*[2]byte)(l4h[0:2]), (*[4]byte)(m.SrcIP[:4]), &m.SrcPort, le.Uint32(en.dst[0:4]), en.dport)
 						}
-						le.PutUint16(l4h[6:], nc)
+						le.PutUint16(ip[10:], csumApply(le.Uint16(ip[10:]), acc))
+						if m.IPProto == 6 { // read again, after the stores: no register kept for it
+							le.PutUint16(l4h[16:], csumApply(le.Uint16(l4h[16:]), l4Acc))
+						} else if hc := le.Uint16(l4h[6:]); hc != 0 { // UDP: no checksum stays none
+							nc := csumApply(hc, l4Acc)
+							if nc == 0 {
+								nc = 0xffff
+							}
+							le.PutUint16(l4h[6:], nc)
+						}
+						next[k] = 0
+						continue
 					}
-					next[k] = 0
-					continue
 				}
 			}
 		}
@@ -518,6 +506,23 @@ func (s *natStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		s.bytes[natcTranslated] += uint64(uint32(tally))
 		s.live.mark(natcTranslated)
 	}
+}
+
+// natSet writes address na (its bytes as a little-endian word) and port
+// to a packet, its IPv4 header's address field addr and its L4 header's
+// port field pw, and to the same fields of its metadata, mAddr and mPort,
+// and returns the change to the IP header's checksum and that plus the
+// port's, the L4 checksum's (Process's common packet: the source or the
+// destination, the address and the port).
+func natSet(addr *[4]byte, pw *[2]byte, mAddr *[4]byte, mPort *uint16, na uint32, port uint16) (acc, l4Acc uint32) {
+	le := binary.LittleEndian
+	wport := port<<8 | port>>8 // as on the wire, read little-endian (bits.ReverseBytes16's rotation, cheaper to inline)
+	acc = csumAddrDelta(le.Uint32(addr[:]), na>>16+na&0xffff)
+	l4Acc = acc + 0xffff - uint32(le.Uint16(pw[:])) + uint32(wport) // csumWord
+	le.PutUint32(addr[:], na)
+	le.PutUint16(pw[:], wport)
+	*mAddr, *mPort = *addr, port
+	return acc, l4Acc
 }
 
 // oneGeneral translates packet i, whatever it is.
