@@ -21,7 +21,7 @@ import (
 // (drop:ct_table_full).
 //
 //	type: conntrack
-//	size: 262144          # flows per worker (1..67108864); ~123 bytes each
+//	size: 262144          # flows per worker (1..67108864); ~125 bytes each
 //	zone: none            # none, or vlan: the outer VLAN id keys flows apart
 //	loose: false          # pick up mid-stream TCP flows (Linux: nf_conntrack_tcp_loose)
 //	checksum: true        # verify IPv4 header and L4 checksums (nf_conntrack_checksum)
@@ -247,6 +247,7 @@ func (t *conntrackTemplate) Counters() *counters.Layout { return ctLayout }
 func (t *conntrackTemplate) NewInstance() Stage {
 	s := &ctStage{t: t, live: newLiveTable(ctNumCounters)}
 	s.fresh = make([]ctFresh, 0, rings.MaxBatch)
+	s.held = make([]uint32, 0, rings.MaxBatch)
 	return s
 }
 
@@ -307,10 +308,18 @@ type ctStage struct {
 
 	// cur[i] is entry+1 of batch packet i as of this batch (0: none), and
 	// curSeq[i] the packet's Seq when it was set, so that a stage reading
-	// it (nat) can tell a stale value from another batch.
+	// it (nat) can tell a stale value from another batch. The entry stays
+	// the packet's flow's until the vector is through (ctTable.pin): no
+	// later packet of the vector evicts it, and a drop holds it off the
+	// free list.
 	cur    [rings.MaxBatch]uint32
 	curSeq [rings.MaxBatch]uint64
 	fresh  []ctFresh
+	// held are the entries dropped in this vector that a packet of it
+	// was tracked to (pinned): out of the index, off the free list until
+	// the vector is through (the next Process, or Commit), so that no new
+	// flow of the vector takes them before nat has read them.
+	held []uint32
 
 	c     [ctNumCounters]uint64
 	bytes [ctNumCounters]uint64
@@ -369,6 +378,13 @@ func (s *ctStage) count(k int, bytes uint32) {
 // Process tracks every packet of the vector.
 func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	t := s.table()
+	// A new vector: the last one's pins lapse, and what it held goes
+	// free (its packets are through nat).
+	t.gen++
+	if len(s.held) > 0 {
+		s.releaseHeld()
+	}
+	t.vec, t.cur, t.begun, t.stamped = idx, &s.cur, 0, 0
 	if r := s.req.Load(); r != nil {
 		s.serve(r)
 	}
@@ -376,6 +392,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		s.warm(b, idx)
 		for k, i := range idx {
 			s.h, s.slot = s.hint[k], s.cand[k]
+			t.begun++
 			next[k] = s.track(b, int(i))
 		}
 	} else {
@@ -395,6 +412,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			s.candidates(c)
 			for k, i := range idx[:c] {
 				s.h, s.slot = s.hint[k], s.cand[k]
+				t.begun++ // one add to memory: cheaper than the position's store
 				next[k] = s.track(b, int(i))
 			}
 			idx, next = idx[c:], next[c:]
@@ -404,6 +422,7 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	// (marking one that did not move publishes the same value).
 	s.live.mark(ctcClass + int(rings.CTNew))
 	s.live.mark(ctcClass + int(rings.CTEstablished))
+	t.begun = len(t.vec) + 1 // every packet tracked: all pinned
 	if n := t.sweep(t.sweepDue()); n > 0 {
 		s.c[ctcExpiries] += uint64(n)
 		s.c[ctcEntries] -= uint64(n)
@@ -736,7 +755,11 @@ func (s *ctStage) find(k *ctTuple, want int8) (e uint32, dir uint8, ok bool) {
 }
 
 // drop removes entry e, counting it under counter k (expiries,
-// evictions, deletes); a tentative entry was never counted in.
+// evictions, deletes); a tentative entry was never counted in. An entry
+// a packet of the vector was tracked to (pinned) goes out of the index
+// now but is held off the free list until the vector is through: a new
+// flow of the same vector must not take it before nat has read it for
+// that packet.
 func (s *ctStage) drop(e uint32, k int) {
 	t := s.tab
 	if t.ent[e].status&ctStTentative != 0 {
@@ -751,7 +774,20 @@ func (s *ctStage) drop(e uint32, k int) {
 		s.live.mark(k)
 		s.live.mark(ctcEntries)
 	}
+	if t.pinned(e) {
+		t.unlink(e)
+		s.held = append(s.held, e)
+		return
+	}
 	t.remove(e)
+}
+
+// releaseHeld puts the entries drop held on the free list.
+func (s *ctStage) releaseHeld() {
+	for _, e := range s.held {
+		s.tab.release(e)
+	}
+	s.held = s.held[:0]
 }
 
 // create takes an entry for a new flow with tuple k (evicting one when
@@ -878,8 +914,13 @@ func (s *ctStage) tcp(b *rings.Batch, i int, m *rings.Meta, p []byte) Edge {
 		case tcpAccept:
 			en.expires = t.now + to
 		case tcpKill:
+			// The entry goes now (no lookup finds it), but it stays
+			// this packet's, and any earlier one's of the vector, until
+			// the vector is through (drop holds it): nat translates
+			// them as the flow did, as Linux does a killed entry's
+			// packets.
 			s.classify(b, i, m, en, e, dir)
-			s.cur[i] = 0 // the entry goes now: later stages see none
+			t.pin[e] = t.gen // this packet's (pinned only counts those before it)
 			s.drop(e, ctcDeletes)
 			return 0
 		}
@@ -1104,6 +1145,12 @@ func (s *ctStage) Commit(b *rings.Batch) {
 		s.live.mark(ctcEntries)
 	}
 	s.fresh = s.fresh[:0]
+	if len(s.held) > 0 {
+		s.releaseHeld()
+	}
+	if t != nil {
+		t.vec, t.begun, t.stamped = nil, 0, 0 // the vectors are through: nothing pinned
+	}
 }
 
 // entryOf returns batch packet i's entry as this instance left it in the

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/warpflow/warpflow/internal/hugemem"
+	"github.com/warpflow/warpflow/rings"
 )
 
 // The flow table of one conntrack instance (one worker).
@@ -20,8 +21,9 @@ import (
 // Deleting shifts the following slots back (no tombstones), so a probe
 // ends at the first empty slot and lookups never degrade with churn.
 //
-// Memory per flow: ctEntryBytes (96) + 8*ctIndexSlots(size)/size (26.7),
-// about 123 bytes, at most 128 (TestConntrackBytesPerFlow): the index is
+// Memory per flow: ctEntryBytes (96) + the entry's pin stamp (2, see
+// ctTable.pin) + 8*ctIndexSlots(size)/size (26.7), about 125 bytes, at
+// most 128 (TestConntrackBytesPerFlow): the index is
 // sized for a load factor of 3/5 with the table full (two slots per
 // entry). With a million flows in a table of 2^20 at 3/4 (117.3 bytes
 // per flow), 12.7% of the keys sat beyond their home slot's cache line
@@ -176,12 +178,44 @@ const (
 // ctIndexSlots returns the index size for a table of size entries: two
 // slots per entry at a load factor of at most 3/5 (any size works: a
 // slot's home is hash*slots>>32, no power of two needed).
-func ctIndexSlots(size int) int { return (size*10 + 2) / 3 }
+func ctIndexSlots(size int) int {
+	if size == 1 {
+		// Two slots and the empty one that ends a probe: the rule's 4
+		// would put a table of one flow over 128 bytes per flow with the
+		// pin stamps.
+		return 3
+	}
+	return (size*10 + 2) / 3
+}
 
 // ctBytesPerFlow is the table memory per flow for a table of size
 // entries: what CONFIG.md and the stats state.
 func ctBytesPerFlow(size int) float64 {
-	return float64(size*ctEntryBytes+8*ctIndexSlots(size)) / float64(size)
+	return float64(size*(ctEntryBytes+ctPinBytes)+8*ctIndexSlots(size)) / float64(size)
+}
+
+// ctPinBytes is an entry's pin stamp (ctTable.pin).
+const ctPinBytes = 2
+
+// pinned reports whether a packet of the current vector was tracked to
+// entry e (one before the packet being tracked: see ctTable.pin).
+func (t *ctTable) pinned(e uint32) bool {
+	if t.stamped < t.begun-1 {
+		t.stampTracked()
+	}
+	return t.pin[e] == t.gen
+}
+
+// stampTracked stamps the entries of the vector's packets tracked since
+// it last ran.
+func (t *ctTable) stampTracked() {
+	n := t.begun - 1
+	for _, i := range t.vec[t.stamped:n] {
+		if c := t.cur[i]; c != 0 {
+			t.pin[c-1] = t.gen
+		}
+	}
+	t.stamped = n
 }
 
 // ctTuple is one direction's lookup key.
@@ -249,6 +283,31 @@ type ctTable struct {
 	sweptAt uint32
 	owed    uint64
 	now     uint32 // the table's clock: the latest packet time seen (never goes back)
+	// pin[e] is the vector (gen) in which a packet was last tracked to
+	// entry e: the nat stage reads the entry for that packet after the
+	// conntrack stage has tracked the whole vector, so until then the
+	// entry stays that flow's (pinned): the eviction scan and the sweep
+	// pass it over, and a drop holds it off the free list until the
+	// vector is through (ctStage.drop). Stamps, not marks: nothing to
+	// clear at a vector's end (a stamp 65536 vectors old that comes
+	// round again only spares an entry for one vector).
+	//
+	// The stamps are written lazily, off the tracking path: of the
+	// current vector (the conntrack stage's idx), begun packets have
+	// been taken by the tracking loop, so vec[:begun-1] are tracked,
+	// their entries in cur (the stage's); those of vec[:stamped] are
+	// stamped, and pinned stamps the rest first. So a vector with no
+	// eviction or drop stamps nothing, one with many stamps each packet
+	// once, and the tracking loop pays one add a packet (begun).
+	// The packet being tracked is not counted: its cur is not set yet
+	// (or is a stale one's) when its flow evicts or drops; where it is
+	// set and its entry then goes (an RST's kill), tcp stamps it.
+	pin     []uint16
+	gen     uint16
+	vec     []uint16
+	cur     *[rings.MaxBatch]uint32
+	begun   int
+	stamped int
 	// nowSet says now holds a time: the first packet sets it outright.
 	nowSet bool
 }
@@ -256,6 +315,7 @@ type ctTable struct {
 func newCTTable(size int) *ctTable {
 	t := &ctTable{entMem: hugemem.Alloc[ctEntry](size), idxMem: hugemem.Alloc[uint64](ctIndexSlots(size))}
 	t.ent, t.idx = t.entMem.S, t.idxMem.S
+	t.pin = make([]uint16, size)
 	t.slots = uint64(len(t.idx))
 	t.resetFree()
 	return t
@@ -425,16 +485,30 @@ func (t *ctTable) add(e uint32) {
 
 // remove takes entry e out of the index and puts it on the free list.
 func (t *ctTable) remove(e uint32) {
+	t.unlink(e)
+	t.release(e)
+}
+
+// unlink takes entry e out of the index: no lookup finds it, and it is
+// no longer live (used), but it keeps its fields, the translation
+// included, for the packets of the vector tracked to it, until release.
+func (t *ctTable) unlink(e uint32) {
 	en := &t.ent[e]
 	var k ctTuple
 	t.tupleOf(en, 0, &k)
 	t.deleteSlot(e, 0, k.hash())
 	t.tupleOf(en, 1, &k)
 	t.deleteSlot(e, 1, k.hash())
+	en.status &^= ctStUsed
+	t.n--
+}
+
+// release puts unlinked entry e on the free list.
+func (t *ctTable) release(e uint32) {
+	en := &t.ent[e]
 	en.status = 0
 	en.expires = t.free
 	t.free = e + 1
-	t.n--
 }
 
 // rekeyReply moves entry e's reply slot after its NAT fields changed:
@@ -447,9 +521,9 @@ func (t *ctTable) rekeyReply(e uint32, oldHash uint32) {
 }
 
 // victim finds an entry to evict for a new flow: among ctEvictScan
-// entries from the sweep hand, the first expired one, else the unassured
-// one nearest to expiry. ok is false when all are assured (or the table
-// has no entries).
+// entries from the sweep hand, passing over pinned ones, the first
+// expired one, else the unassured one nearest to expiry. ok is false
+// when all are assured or pinned (or the table has no entries).
 func (t *ctTable) victim() (e uint32, expired, ok bool) {
 	size := uint32(len(t.ent))
 	if size == 0 {
@@ -460,7 +534,10 @@ func (t *ctTable) victim() (e uint32, expired, ok bool) {
 	h := t.hand
 	for range min(ctEvictScan, int(size)) {
 		en := &t.ent[h]
-		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 {
+		// Neither an entry made in this vector (tentative) nor one a
+		// packet of it was tracked to (pinned): the nat stage has yet
+		// to read it for that packet.
+		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 && !t.pinned(h) {
 			if t.expired(en) {
 				t.hand = next(h, size)
 				return h, true, true
@@ -486,7 +563,8 @@ func next(h, size uint32) uint32 {
 }
 
 // sweep looks at up to n entries from the hand and removes the expired
-// ones, returning how many it removed.
+// ones (not those pinned: a later sweep or lookup does), returning how
+// many it removed.
 func (t *ctTable) sweep(n int) int {
 	size := uint32(len(t.ent))
 	if size == 0 || t.n == 0 {
@@ -496,7 +574,7 @@ func (t *ctTable) sweep(n int) int {
 	h := t.hand
 	for range min(n, int(size)) {
 		en := &t.ent[h]
-		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 && t.expired(en) {
+		if en.status&ctStUsed != 0 && en.status&ctStTentative == 0 && t.expired(en) && !t.pinned(h) {
 			t.remove(h)
 			removed++
 		}
@@ -525,4 +603,4 @@ func (t *ctTable) sweepDue() int {
 }
 
 // bytes is the table's memory.
-func (t *ctTable) bytes() int { return len(t.ent)*ctEntryBytes + 8*len(t.idx) }
+func (t *ctTable) bytes() int { return len(t.ent)*ctEntryBytes + ctPinBytes*len(t.pin) + 8*len(t.idx) }

@@ -23,6 +23,10 @@ type sfRig struct {
 	b   *rings.Batch
 	seq uint64
 	now uint32 // ms, Meta.Time of the next packets
+	// at, when set, gives each packet of the next batch its own time:
+	// now plus at[k] (a replay's packets of one vector can be seconds
+	// apart).
+	at []uint32
 }
 
 func newSFRig(t testing.TB, yml string) *sfRig {
@@ -49,7 +53,10 @@ func (s *sfRig) send(pkts ...[]byte) []sfOut {
 	b := s.b
 	b.Clear()
 	b.SetTime(s.now)
-	for _, p := range pkts {
+	for k, p := range pkts {
+		if k < len(s.at) {
+			b.SetTime(s.now + s.at[k])
+		}
 		addr, ok := s.a.Alloc()
 		if !ok {
 			s.t.Fatal("arena exhausted")
