@@ -439,29 +439,31 @@ const ctChunk = 64
 
 // hashes computes the TCP and UDP packets' tuple hashes into hint (0:
 // none) and, where the CPU has prefetches, prefetches the index line
-// each one's probe starts at: a run of ctSlotRun packets at a time, so
-// that the lines' misses start soon after their hashes are known (in
-// this loop: a pass of its own cost some 20 instructions a packet) for
-// one call a run.
+// each one's probe starts at as soon as its hash is known (in this loop:
+// a pass of its own cost some 20 instructions a packet). One call a
+// packet: prefetching runs of 8 (and the entries once a chunk, in
+// candidates) saved 14 instructions a packet but made the row some 25%
+// slower on the dev VM at 1M flows (BENCHMARKS.md, "A ninth pass"): a
+// miss started later is waited for longer.
 func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	t := s.tab
 	meta := b.Meta             // in a register: the stores to hint could alias b's
 	hints := s.hint[:len(idx)] // no bounds checks in the loop
-	run := 0                   // the first packet whose index line is not prefetched yet
 	for j, i := range idx {
 		m := &meta[i]
-		h := uint64(0)
-		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) != 0 && f&rings.FlagL4 != 0 && (m.IPProto == 6 || m.IPProto == 17) {
-			if m.Flags&rings.FlagIPv6 == 0 {
-				h = 1<<32 | uint64(ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m))))
-			} else {
-				h = 1<<32 | uint64(s.hash6(m))
-			}
+		hints[j] = 0
+		if f := m.Flags; f&(rings.FlagIPv4|rings.FlagIPv6) == 0 || f&rings.FlagL4 == 0 || m.IPProto != 6 && m.IPProto != 17 {
+			continue
 		}
-		hints[j] = h
-		if havePrefetch && (j-run == ctSlotRun-1 || j == len(idx)-1) {
-			prefetchSlots(&t.idx[0], t.slots, hints[run:j+1])
-			run = j + 1
+		var h uint32
+		if m.Flags&rings.FlagIPv6 == 0 {
+			h = ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
+		} else {
+			h = s.hash6(m)
+		}
+		hints[j] = 1<<32 | uint64(h)
+		if havePrefetch {
+			prefetchSlot(&t.idx[t.home(h)])
 		}
 	}
 }
@@ -477,25 +479,24 @@ func (s *ctStage) hash6(m *rings.Meta) uint32 {
 	return k.hash()
 }
 
-// ctSlotRun is how many packets hashes hashes before it prefetches
-// their index lines.
-const ctSlotRun = 8
-
 // candidates finds each of the chunk's first n packets' slot in the
 // index (its line prefetched by the pass before) as the warm pass does,
-// keeps it in cand, and prefetches the entries they name, in one call
-// (the lines the slots are in are waited for already: nothing is gained
-// by starting the entries' misses any sooner).
+// keeps it in cand, and prefetches the entry it names right away, so
+// that its miss overlaps the next packets' slot reads. One loop, not a
+// call a packet: the call cost some ten instructions a packet.
 func (s *ctStage) candidates(n int) {
 	t := s.tab
 	cand := s.cand[:n]
 	for j, h := range s.hint[:n] {
 		cand[j] = 0
-		if h != 0 {
-			cand[j] = t.slotOf(uint32(h))
+		if h == 0 {
+			continue
+		}
+		if v := t.slotOf(uint32(h)); v != 0 {
+			cand[j] = v
+			prefetchEntry(&t.ent[v>>1-1])
 		}
 	}
-	prefetchEntries(&t.ent[0], cand)
 }
 
 // slotOf returns the low half of the first of the first ctWarmProbe

@@ -2,8 +2,8 @@
 
 package pipelines
 
-func prefetchSlots(*uint64, uint64, []uint64) {}
-func prefetchEntries(*ctEntry, []uint32)      {}
+func prefetchSlot(*uint64)   {}
+func prefetchEntry(*ctEntry) {}
 
 // havePrefetch says the prefetches are no-ops: the conntrack stage then
 // overlaps its misses with plain loads (ctStage.warm).
