@@ -17,7 +17,7 @@ type Batch struct {
 	// sets it; any change to the batch's length resets it.
 	Outcome Outcome
 
-	mem       []byte // the arena's memory
+	mem []byte // the arena's memory
 	// frameMask is frameSize-1: 16 bits, as a frame is at most 64 KiB
 	// (Packet counts on it).
 	frameMask uint16
