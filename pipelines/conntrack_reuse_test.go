@@ -98,12 +98,7 @@ func TestNATEvictionSparesTrackedEntry(t *testing.T) {
 // mapping, and the RST comes back to the client (as in Linux, where the
 // killed entry stays the packets' until they are through).
 func TestNATKillSparesTrackedEntry(t *testing.T) {
-	s := newSFRig(t, natSizedYAML(16, masq))
-	syn := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 80, flags: "S", seq: 100})
-	wantOut(t, "SYN", s.one(syn), natIP, 40000, srv, 80)
-	s.advance(1000)
-	rst := sfTCP(t, tcpSpec{src: srv, dst: natIP, sport: 80, dport: 40000, flags: "RA", seq: 0, ack: 101})
-	other := sfTCP(t, tcpSpec{src: "10.0.0.2", dst: srv, sport: 5555, dport: 80, flags: "S", seq: 7})
+	s, syn, rst, other := killRig(t)
 	out := s.send(syn, rst, other)
 	wantOut(t, "retransmitted SYN", out[0], natIP, 40000, srv, 80)
 	wantOut(t, "RST", out[1], srv, 80, cli, 40000)
@@ -155,16 +150,26 @@ func TestNATSweepSparesTrackedEntry(t *testing.T) {
 // packet of the vector tracked to the entry, and a new flow follows it:
 // the RST still comes back to its client, not to the new flow's.
 func TestNATKillAloneSparesEntry(t *testing.T) {
-	s := newSFRig(t, natSizedYAML(16, masq))
-	syn := sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 80, flags: "S", seq: 100})
-	wantOut(t, "SYN", s.one(syn), natIP, 40000, srv, 80)
-	s.advance(1000)
-	rst := sfTCP(t, tcpSpec{src: srv, dst: natIP, sport: 80, dport: 40000, flags: "RA", seq: 0, ack: 101})
-	other := sfTCP(t, tcpSpec{src: "10.0.0.2", dst: srv, sport: 5555, dport: 80, flags: "S", seq: 7})
+	s, _, rst, other := killRig(t)
 	out := s.send(rst, other)
 	wantOut(t, "RST", out[0], srv, 80, cli, 40000)
 	wantOut(t, "other SYN", out[1], natIP, 5555, srv, 80)
 	if n := s.ctTable().n; n != 1 {
 		t.Fatalf("table holds %d flows, want 1 (the other)", n)
 	}
+}
+
+// killRig is the RST tests' setup: a flow opened by a SYN (its mapping
+// checked), the clock moved on, then the packets of the vector under test:
+// the SYN again, the server's RST that kills the flow, and another
+// client's SYN that opens a new flow.
+func killRig(t *testing.T) (s *sfRig, syn, rst, other []byte) {
+	t.Helper()
+	s = newSFRig(t, natSizedYAML(16, masq))
+	syn = sfTCP(t, tcpSpec{src: cli, dst: srv, sport: 40000, dport: 80, flags: "S", seq: 100})
+	wantOut(t, "SYN", s.one(syn), natIP, 40000, srv, 80)
+	s.advance(1000)
+	rst = sfTCP(t, tcpSpec{src: srv, dst: natIP, sport: 80, dport: 40000, flags: "RA", seq: 0, ack: 101})
+	other = sfTCP(t, tcpSpec{src: "10.0.0.2", dst: srv, sport: 5555, dport: 80, flags: "S", seq: 7})
+	return s, syn, rst, other
 }
