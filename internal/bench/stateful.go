@@ -367,13 +367,6 @@ func fold64(s uint64) uint16 {
 	return uint16((s-1)%0xffff + 1)
 }
 
-func fold16(s uint32) uint16 {
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
-}
-
 // statefulRow runs config over flows flows, steady packets measured,
 // inline on the calling (pinned) thread. It reports the steady phase's
 // rate and allocations and, for a pipeline with a conntrack stage, the

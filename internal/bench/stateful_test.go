@@ -229,3 +229,12 @@ func TestFlowPortOrder(t *testing.T) {
 		}
 	}
 }
+
+// fold16 folds a ones' complement sum to 16 bits, a carry at a time: the
+// reference buildFlowPacket checks the generator's fold64 against.
+func fold16(s uint32) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
