@@ -83,7 +83,7 @@ the plotting modules): go run ./internal/bench/chart -in FILE -out docs/bench.pn
 
 func printBench(cmd *cobra.Command, res bench.Result) {
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "capture %s, in-process rows pinned to CPU %d, %s\n\n", res.Capture, res.CPU, res.GoVersion)
+	fmt.Fprintf(w, "%s\ncapture %s, in-process rows pinned to CPU %d, %s\n\n", res.Machine, res.Capture, res.CPU, res.GoVersion)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROW\tMPPS\tNS/PKT\tPACKETS\tALLOCS\t")
 	for _, r := range res.Rows {

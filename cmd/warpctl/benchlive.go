@@ -81,7 +81,7 @@ lab is removed at the end.`,
 
 func printBenchLive(cmd *cobra.Command, res livebench.Result) {
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "kernel %s, %s\ngenerator: %s\n\n", res.Kernel, res.GoVersion, res.Generator)
+	fmt.Fprintf(w, "%s\nkernel %s, %s\ngenerator: %s\n\n", res.Machine, res.Kernel, res.GoVersion, res.Generator)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETUP\tLOAD\tMODE\tPEER\tMPPS MEDIAN\tMIN\tMAX\tOFFERED\tDP CPU BUSY\tATTACH/BIND\tN\t")
 	for _, c := range res.Cases {

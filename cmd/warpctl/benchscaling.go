@@ -116,6 +116,7 @@ are printed. --json writes everything; draw it with
 
 func printBenchScaling(cmd *cobra.Command, res bench.ScalingResult) {
 	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%s\n", res.Machine)
 	fmt.Fprintf(w, "capture %s, pipeline %s, batch %d, %d frames per engine, idle %s, %d CPUs, %s\n",
 		res.Capture, res.Pipeline, res.BatchSize, res.Frames, res.Idle, res.NumCPU, res.GoVersion)
 	fmt.Fprintf(w, "%d packets per worker or engine per measurement, %d repeats\n\n", res.PacketsPerUnit, res.Repeats)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/internal/baseline"
+	"github.com/warpflow/warpflow/internal/hostinfo"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/workers"
@@ -94,6 +95,7 @@ type Result struct {
 	Capture   string    `json:"capture"`
 	CPU       int       `json:"cpu"`
 	GoVersion string    `json:"go_version"`
+	Machine   string    `json:"machine"` // hostinfo.CPU: what the figures were measured on
 	When      time.Time `json:"when"`
 	Rows      []Row     `json:"rows"`
 	Targets   []Target  `json:"targets"`
@@ -113,7 +115,7 @@ const (
 
 // Run measures every row and checks the targets. Progress lines go to log.
 func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
-	res := Result{Capture: o.Capture, CPU: o.CPU, GoVersion: runtime.Version(), When: time.Now().UTC()}
+	res := Result{Capture: o.Capture, CPU: o.CPU, GoVersion: runtime.Version(), Machine: hostinfo.CPU(), When: time.Now().UTC()}
 	if o.Repeats < 1 {
 		return res, fmt.Errorf("repeats %d: must be at least 1", o.Repeats)
 	}

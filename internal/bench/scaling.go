@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
+	"github.com/warpflow/warpflow/internal/hostinfo"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/workers"
@@ -166,6 +167,7 @@ type ScalingResult struct {
 	Idle       string    `json:"idle"`
 	GoVersion  string    `json:"go_version"`
 	NumCPU     int       `json:"num_cpu"`
+	Machine    string    `json:"machine"` // hostinfo.CPU
 	GOMAXPROCS int       `json:"gomaxprocs"`
 	When       time.Time `json:"when"`
 	// PacketsPerUnit is ScalingOptions.Packets rounded up to whole passes.
@@ -250,7 +252,7 @@ type scalingPlan struct {
 // RunScaling measures every point. Progress lines go to log.
 func RunScaling(ctx context.Context, o ScalingOptions, log io.Writer) (ScalingResult, error) {
 	res := ScalingResult{
-		Capture: o.Capture, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
+		Capture: o.Capture, GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(), Machine: hostinfo.CPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), When: time.Now().UTC(), Repeats: o.Repeats, Idle: "default",
 	}
 	if o.Spin {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/warpflow/warpflow/internal/cpuaffinity"
 	"github.com/warpflow/warpflow/internal/gen"
+	"github.com/warpflow/warpflow/internal/hostinfo"
 	"github.com/warpflow/warpflow/internal/lab"
 )
 
@@ -113,6 +114,7 @@ type Target struct {
 type Result struct {
 	Start     time.Time    `json:"start"`
 	Kernel    string       `json:"kernel"`
+	Machine   string       `json:"machine"` // hostinfo.CPU
 	GoVersion string       `json:"go"`
 	Generator string       `json:"generator"`
 	Options   OptionsJSON  `json:"options"`
@@ -218,6 +220,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if slices.Contains(o.Modes, Stateful) {
 		res.Generator += "; the stateful mode's: internal/gen's AF_XDP engine (copy mode) instead, the same frames"
 	}
+	res.Machine = hostinfo.CPU()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		res.Kernel = strings.TrimSpace(string(b))
 	}
