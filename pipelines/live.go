@@ -122,8 +122,8 @@ func (r *Runner) LiveCounters(i int, dst []counters.Value) bool {
 
 // publishLive is the stage half of Publish.
 func (r *Runner) publishLive() {
-	for _, ni := range r.lives {
-		r.nodes[ni].stage.(LiveReporter).PublishCounters()
+	for _, lr := range r.lives {
+		lr.PublishCounters()
 	}
 }
 
