@@ -16,6 +16,7 @@ import (
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -405,8 +406,8 @@ func TestCompletionPathNoAllocs(t *testing.T) {
 		for range 10 {
 			turn()
 		}
-		if allocs := testing.AllocsPerRun(200, turn); allocs != 0 {
-			t.Errorf("%s: %v allocations per loop turn", g.Name(), allocs)
+		if n := allocs.Count(200, turn); n != 0 {
+			t.Errorf("%s: %d allocations in 200 loop turns, want 0", g.Name(), n)
 		}
 		e.publish() // the test is the I/O loop: what it counted, for Report
 		rep := e.Report()

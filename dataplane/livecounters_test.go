@@ -11,6 +11,7 @@ import (
 
 	"github.com/warpflow/warpflow/pipelines"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -187,15 +188,15 @@ func TestStageCountersNoAllocs(t *testing.T) {
 	for range 10 {
 		turn()
 	}
-	if a := testing.AllocsPerRun(100, turn); a != 0 {
-		t.Fatalf("%v allocations per turn", a)
+	if n := allocs.Count(100, turn); n != 0 {
+		t.Fatalf("%d allocations in 100 turns, want 0", n)
 	}
 	e.ctl.started, e.ctl.running = true, true // the swap is published, not applied
 	if _, err := e.Swap(ga2, outs, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if a := testing.AllocsPerRun(100, turn); a != 0 {
-		t.Fatalf("%v allocations per turn across and after the swap", a)
+	if n := allocs.Count(100, turn); n != 0 {
+		t.Fatalf("%d allocations in 100 turns across and after the swap, want 0", n)
 	}
 	if got := e.stageCounter("flows", "total"); got == 0 {
 		t.Fatal("nothing counted live")

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -257,8 +258,8 @@ func TestReceiveAllocs(t *testing.T) {
 			p.Recycle(b.Descs)
 		}
 		round()
-		if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
-			t.Errorf("preload=%v: %.1f allocations per Receive+Recycle, want 0", preload, allocs)
+		if n := allocs.Count(200, round); n != 0 {
+			t.Errorf("preload=%v: %d allocations in 200 Receive+Recycle rounds, want 0", preload, n)
 		}
 	}
 }

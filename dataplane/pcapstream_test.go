@@ -10,6 +10,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -38,18 +39,19 @@ func ngCapture(t testing.TB, lt layers.LinkType, recs ...[]byte) []byte {
 func streamFormats(t testing.TB, recs [][]byte) []struct {
 	name    string
 	capture []byte
-	// allocs is the most a pass may allocate. Reading and rewinding
+	// allocs is the most a pass may allocate (on average over the passes
+	// counted: the test bounds their total). Reading and rewinding
 	// allocate nothing (pcapng header blocks are parsed in place), except
 	// that compress/flate allocates Huffman tables for each
 	// dynamic deflate block (about 40 for this capture's 70 KB), which
 	// is per block of compressed data, not per packet or per rewind.
-	allocs float64
+	allocs uint64
 } {
 	plain := pcapFile(t, 1, recs...)
 	return []struct {
 		name    string
 		capture []byte
-		allocs  float64
+		allocs  uint64
 	}{
 		{"pcap", plain, 0},
 		{"pcap.gz", gzipped(t, plain), 50},
@@ -96,8 +98,9 @@ func TestStreamRewindReuse(t *testing.T) {
 				}
 			}
 			pass() // warm: the reader's buffers, the batch
-			if allocs := testing.AllocsPerRun(20, pass); allocs > f.allocs {
-				t.Errorf("%v allocations per pass of %d packets, want at most %v", allocs, len(recs), f.allocs)
+			const passes = 20
+			if n := allocs.Count(passes, pass); n > f.allocs*passes {
+				t.Errorf("%d allocations in %d passes of %d packets, want at most %d (%d a pass)", n, passes, len(recs), f.allocs*passes, f.allocs)
 			}
 			if st := p.Stats(); st.Records != uint64(got) || st.Packets != uint64(got) {
 				t.Errorf("stats %+v after %d packets", st, got)

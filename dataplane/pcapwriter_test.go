@@ -14,6 +14,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -186,8 +187,8 @@ func TestPcapWriterAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { w.Transmit(a, ds) }); allocs != 0 {
-		t.Errorf("%.1f allocations per Transmit, want 0", allocs)
+	if n := allocs.Count(100, func() { w.Transmit(a, ds) }); n != 0 {
+		t.Errorf("%d allocations in 100 Transmits, want 0", n)
 	}
 }
 

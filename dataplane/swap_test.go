@@ -17,6 +17,7 @@ import (
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -462,16 +463,16 @@ func TestSwapNoAllocs(t *testing.T) {
 	for range 10 {
 		turn()
 	}
-	if a := testing.AllocsPerRun(100, turn); a != 0 {
-		t.Fatalf("%v allocations per turn before the swap", a)
+	if n := allocs.Count(100, turn); n != 0 {
+		t.Fatalf("%d allocations in 100 turns before the swap, want 0", n)
 	}
 	r.e.ctl.started = true // as if running: the swap is published, not applied
 	r.e.ctl.running = true
 	if _, err := r.e.Swap(r.gb, Outputs{Ports: map[string]Port{"b": r.sb}}, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if a := testing.AllocsPerRun(100, turn); a != 0 {
-		t.Fatalf("%v allocations per turn across and after the swap", a)
+	if n := allocs.Count(100, turn); n != 0 {
+		t.Fatalf("%d allocations in 100 turns across and after the swap, want 0", n)
 	}
 	if r.e.cur.graph.Name() != "b" || len(r.sb.seqs) == 0 {
 		t.Fatal("swap not taken up")

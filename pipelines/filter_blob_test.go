@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -63,13 +64,13 @@ func TestFilterBlobLookupAllocs(t *testing.T) {
 	b := buildClassifier(rules).serialise()
 	metas := realisticMetas(rnd, rules, 64)
 	var k FilterKey
-	if a := testing.AllocsPerRun(100, func() {
+	if n := allocs.Count(100, func() {
 		for i := range metas {
 			FilterKeyOf(&metas[i], &k)
 			b.Lookup(&k)
 		}
-	}); a != 0 {
-		t.Fatalf("%v allocations per run", a)
+	}); n != 0 {
+		t.Fatalf("%d allocations in 100 runs, want 0", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"testing"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -58,12 +59,12 @@ func TestParseCutNoAllocs(t *testing.T) {
 	b := newPTBatch(t, 1)
 	b.load(t, [][]byte{pkt})
 	st := &parseStage{tunnels: true}
-	allocs := testing.AllocsPerRun(100, func() {
+	n := allocs.Count(100, func() {
 		b.b.Meta[0].Flags = rings.FlagCut
 		b.process(st)
 	})
-	if allocs != 0 || b.b.Meta[0].Class != rings.ClassOK {
-		t.Fatalf("%v allocs, class %v", allocs, b.b.Meta[0].Class)
+	if n != 0 || b.b.Meta[0].Class != rings.ClassOK {
+		t.Fatalf("%d allocations in 100 runs (want 0), class %v", n, b.b.Meta[0].Class)
 	}
 }
 
@@ -81,8 +82,8 @@ func TestParseEveryCaseNoAllocs(t *testing.T) {
 	st := &parseStage{tunnels: true}
 	for i := 0; i < len(all); i += 64 {
 		tb.load(t, all[i:min(i+64, len(all))])
-		if allocs := testing.AllocsPerRun(20, func() { tb.process(st) }); allocs != 0 {
-			t.Fatalf("packets %d to %d: %v allocations per batch", i, i+64, allocs)
+		if n := allocs.Count(20, func() { tb.process(st) }); n != 0 {
+			t.Fatalf("packets %d to %d: %d allocations in 20 batches, want 0", i, i+64, n)
 		}
 	}
 }

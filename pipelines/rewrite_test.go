@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 	"math/rand/v2"
 	"net"
@@ -568,14 +569,14 @@ func TestRewriteZeroAlloc(t *testing.T) {
 	st := tpl.NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
 	idx, next := stDense(b.Len())
-	allocs := testing.AllocsPerRun(100, func() {
+	n := allocs.Count(100, func() {
 		for i := range b.Meta {
 			b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
 		}
 		st.Process(b, idx, next)
 	})
-	if allocs != 0 {
-		t.Fatalf("Process allocates %v times per batch", allocs)
+	if n != 0 {
+		t.Fatalf("Process allocated %d times in 100 batches, want 0", n)
 	}
 	for i, e := range next {
 		if e != 0 {
@@ -802,14 +803,14 @@ func TestRewriteFastPathsZeroAlloc(t *testing.T) {
 		st := stMustBuild(t, rewriteKind, cfg).NewInstance()
 		b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
 		idx, next := stDense(b.Len())
-		allocs := testing.AllocsPerRun(100, func() {
+		n := allocs.Count(100, func() {
 			for i := range b.Meta {
 				b.Packet(i)[b.Meta[i].L3Off+8] = 64 // keep TTL alive
 			}
 			st.Process(b, idx, next)
 		})
-		if allocs != 0 {
-			t.Fatalf("%s: Process allocates %v times per batch", cfg, allocs)
+		if n != 0 {
+			t.Fatalf("%s: Process allocated %d times in 100 batches, want 0", cfg, n)
 		}
 	}
 }

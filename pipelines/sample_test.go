@@ -3,6 +3,8 @@ package pipelines
 import (
 	"fmt"
 	"testing"
+
+	"github.com/warpflow/warpflow/internal/allocs"
 )
 
 func TestSampleBuildErrors(t *testing.T) {
@@ -77,8 +79,8 @@ func TestSampleZeroAlloc(t *testing.T) {
 	st := stMustBuild(t, sampleKind, `{first: 10, file: x.pcap}`).NewInstance()
 	b := stFillBatch(t, stArena(t), stBenchPackets(t, 64))
 	idx, next := stDense(b.Len())
-	if n := testing.AllocsPerRun(100, func() { st.Process(b, idx, next) }); n != 0 {
-		t.Fatalf("Process allocates %v times per batch", n)
+	if n := allocs.Count(100, func() { st.Process(b, idx, next) }); n != 0 {
+		t.Fatalf("Process allocated %d times in 100 batches, want 0", n)
 	}
 	for i := range b.Meta {
 		if b.Meta[i].SampleMask != 1 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warpflow/warpflow/rings"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -90,13 +91,13 @@ func TestTap(t *testing.T) {
 	}
 	// No allocation with the tap off, nor on (its buffer is preallocated).
 	r := g.NewRunner(RunnerOptions{})
-	if n := testing.AllocsPerRun(100, func() { r.Process(b) }); n != 0 {
-		t.Fatalf("%v allocations per batch without a tap", n)
+	if n := allocs.Count(100, func() { r.Process(b) }); n != 0 {
+		t.Fatalf("%d allocations in 100 batches without a tap, want 0", n)
 	}
 	tap, _ := g.NewTap("acl", "", 1<<30, 64, 1<<20)
 	r.SetTap(tap)
-	if n := testing.AllocsPerRun(100, func() { r.Process(b); tap.Drain(func(time.Time, []byte, int) {}) }); n != 0 {
-		t.Fatalf("%v allocations per batch with a tap", n)
+	if n := allocs.Count(100, func() { r.Process(b); tap.Drain(func(time.Time, []byte, int) {}) }); n != 0 {
+		t.Fatalf("%d allocations in 100 batches with a tap, want 0", n)
 	}
 	// A full buffer misses packets, never blocks.
 	small, _ := g.NewTap("acl", "", 100, 64, 5*(64+16))

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/warpflow/warpflow/internal/allocs"
 )
 
 func TestNewArenaOptions(t *testing.T) {
@@ -215,7 +217,7 @@ func TestArenaViews(t *testing.T) {
 func TestArenaZeroAllocs(t *testing.T) {
 	a := newTestArena(t, 64, 2048, 256)
 	addrs, descs := make([]uint64, 32), make([]Desc, 32)
-	allocs := testing.AllocsPerRun(100, func() {
+	mallocs := allocs.Count(100, func() {
 		addr, _ := a.Alloc()
 		a.Free(addr)
 		n := a.AllocN(addrs)
@@ -223,8 +225,8 @@ func TestArenaZeroAllocs(t *testing.T) {
 		n = a.AllocDescs(descs)
 		a.FreeDescs(descs[:n])
 	})
-	if allocs != 0 {
-		t.Fatalf("Alloc/Free/AllocN/FreeN/AllocDescs/FreeDescs allocate %.1f times per run", allocs)
+	if mallocs != 0 {
+		t.Fatalf("Alloc/Free/AllocN/FreeN/AllocDescs/FreeDescs allocated %d times in 100 runs, want 0", mallocs)
 	}
 }
 

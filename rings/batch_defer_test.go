@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/warpflow/warpflow/internal/allocs"
 )
 
 // dirty fills every Meta of b's capacity with non-zero values, as a
@@ -109,13 +111,13 @@ func TestBatchDeferMetaNoAllocs(t *testing.T) {
 	b := NewBatch(64, a)
 	b.DeferMeta(true)
 	src := make([]Desc, 64)
-	allocs := testing.AllocsPerRun(100, func() {
+	n := allocs.Count(100, func() {
 		b.Clear()
 		b.AppendRun(src[:40], 0, 0)
 		b.Append(src[0], 50, 0)
 		b.SettleMeta()
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per batch, want 0", allocs)
+	if n != 0 {
+		t.Fatalf("%d allocations in 100 batches, want 0", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -188,11 +189,11 @@ func TestMPMCStress(t *testing.T) {
 func TestMPMCZeroAllocs(t *testing.T) {
 	r := newTestMPMC(t, 256)
 	ds := make([]Desc, 64)
-	allocs := testing.AllocsPerRun(200, func() {
+	n := allocs.Count(200, func() {
 		r.Enqueue(ds)
 		r.Dequeue(ds)
 	})
-	if allocs != 0 {
-		t.Fatalf("MPMC Enqueue/Dequeue allocate %.1f times per run", allocs)
+	if n != 0 {
+		t.Fatalf("MPMC Enqueue/Dequeue allocated %d times in 200 runs, want 0", n)
 	}
 }

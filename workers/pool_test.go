@@ -283,6 +283,19 @@ func TestSteadyStateAllocs(t *testing.T) {
 		for range 100 {
 			step()
 		}
+		// TODO(allocs): still AllocsPerRun, whose integer average reads
+		// fewer than 2000 allocations in 2000 runs as 0. allocs.Count
+		// (exact) sees 1 to 4 allocations in these 2000 handoffs with 2
+		// workers when this test runs alone (1 most often, also 3 and 4;
+		// 0 with 1 worker, and 0 in a second or third window of 2000 on
+		// the same pool). They are the runtime's, made in the parking
+		// worker's select in Pool.sleep: growing the P's timer heap
+		// (timers.addHeap from blockTimerChan, for the MaxPark timer) and
+		// new sudogs (acquireSudog): apparently the runtime's caches
+		// refilling once after the measurement's GOMAXPROCS(1) destroys
+		// the other P (and its sudog cache); with the 100 warm-up steps
+		// also run at GOMAXPROCS 1 the count is 0. Not the handoff's own
+		// allocation, so not asserted exactly here yet.
 		a := testing.AllocsPerRun(2000, step)
 		if stuck != "" {
 			t.Fatalf("%d workers: gave up after %v waiting for %s", workers, handoffDeadline, stuck)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/warpflow/warpflow/rings"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -211,7 +212,7 @@ func TestRingsDoNotAllocate(t *testing.T) {
 	rx := newDescRing(rr, unsafe.Pointer(&fr.slots[0]))
 	descs := make([]rings.Desc, 32)
 	addrs := make([]uint64, 32)
-	allocs := testing.AllocsPerRun(100, func() {
+	n := allocs.Count(100, func() {
 		// Keep every ring's other side moving so each call does real work.
 		atomic.StoreUint32(&ff.idx[1], atomic.LoadUint32(&ff.idx[0]))
 		atomic.StoreUint32(&ft.idx[1], atomic.LoadUint32(&ft.idx[0]))
@@ -223,8 +224,8 @@ func TestRingsDoNotAllocate(t *testing.T) {
 			t.Fatal("rx/tx")
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("ring batch ops allocate %.1f times per run", allocs)
+	if n != 0 {
+		t.Fatalf("ring batch ops allocated %d times in 100 runs, want 0", n)
 	}
 }
 
@@ -241,8 +242,8 @@ func TestWakeupOnlyWhenFlagged(t *testing.T) {
 	if err := s.WakeRX(); err != nil {
 		t.Errorf("WakeRX with the flag clear made a syscall: %v", err)
 	}
-	if a := testing.AllocsPerRun(100, func() { s.KickTX(); s.WakeRX() }); a != 0 {
-		t.Errorf("KickTX+WakeRX allocate %.1f times", a)
+	if n := allocs.Count(100, func() { s.KickTX(); s.WakeRX() }); n != 0 {
+		t.Errorf("KickTX+WakeRX allocated %d times in 100 runs, want 0", n)
 	}
 	atomic.StoreUint32(&ft.idx[2], unix.XDP_RING_NEED_WAKEUP)
 	atomic.StoreUint32(&ff.idx[2], unix.XDP_RING_NEED_WAKEUP)

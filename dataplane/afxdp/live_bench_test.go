@@ -7,6 +7,7 @@ import (
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/dataplane/afxdp"
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/gen"
 	"github.com/warpflow/warpflow/internal/lab"
 	"github.com/warpflow/warpflow/pipelines"
@@ -147,7 +148,7 @@ func BenchmarkLiveForward(b *testing.B) {
 	pump(b, g, rx, uint64(b.N), time.Duration(b.N)*10*time.Microsecond+10*time.Second)
 }
 
-// TestLiveForwardAllocs is the same loop under testing.AllocsPerRun: a
+// TestLiveForwardAllocs is the same loop under allocs.Count: a
 // batch of 64 sent and received, pipeline run, transmitted and completed,
 // then an idle pause in which the engine waits in poll(2), with no
 // allocation anywhere in the process.
@@ -157,15 +158,15 @@ func TestLiveForwardAllocs(t *testing.T) {
 	rx := q.RX()
 	pump(t, g, rx, 5000, 10*time.Second)
 	polls := rx.Counter("polls")
-	allocs := testing.AllocsPerRun(200, func() {
+	n := allocs.Count(200, func() {
 		pump(t, g, rx, 64, 5*time.Second)
 		time.Sleep(200 * time.Microsecond) // idle: the engine's wait reaches poll(2)
 	})
 	if rx.Counter("polls") == polls {
 		t.Error("the engine never waited in poll(2): the idle path went untested")
 	}
-	if allocs != 0 {
-		t.Errorf("live receive -> pipeline -> transmit -> complete allocated %.2f times per 64 packets, want 0", allocs)
+	if n != 0 {
+		t.Errorf("live receive -> pipeline -> transmit -> complete allocated %d times in 200 rounds of 64 packets, want 0", n)
 	}
 	// The loop did forward: the engine transmitted what it received.
 	deadline := time.Now().Add(5 * time.Second)

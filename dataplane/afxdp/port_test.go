@@ -19,6 +19,7 @@ import (
 	"github.com/warpflow/warpflow/rings"
 	"github.com/warpflow/warpflow/xdp"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/internal/testwait"
 )
 
@@ -205,9 +206,8 @@ func TestForwardAcrossInterfaces(t *testing.T) {
 	send(t, topo, first)
 	waitOnRX(t, rx, first)
 	check("with frames waiting on the RX ring")
-	allocs := testing.AllocsPerRun(10, step)
-	if allocs != 0 {
-		t.Errorf("receive/transmit/complete/recycle allocated %.1f times per turn, want 0", allocs)
+	if n := allocs.Count(10, step); n != 0 {
+		t.Errorf("receive/transmit/complete/recycle allocated %d times in 10 turns, want 0", n)
 	}
 	deadline := time.Now().Add(5 * time.Second) // the loop below fails after it
 	for (received < first || tx.Outstanding() > 0) && time.Now().Before(deadline) {

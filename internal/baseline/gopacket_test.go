@@ -11,6 +11,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/warpflow/warpflow/internal/allocs"
 )
 
 const captures = "../../testdata/captures"
@@ -159,12 +161,12 @@ func TestParserDoesNotAllocate(t *testing.T) {
 		}
 		p := newParser()
 		p.parse(pkts[0])
-		if n := testing.AllocsPerRun(5, func() {
+		if n := allocs.Count(5, func() {
 			for _, d := range pkts {
 				p.parse(d)
 			}
 		}); n != 0 {
-			t.Errorf("%s: parse allocates %v times per pass", name, n)
+			t.Errorf("%s: parse allocated %d times in 5 passes, want 0", name, n)
 		}
 	}
 }
