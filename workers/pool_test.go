@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warpflow/warpflow/internal/allocs"
 	"github.com/warpflow/warpflow/rings"
 
 	"github.com/warpflow/warpflow/internal/testwait"
@@ -237,7 +238,7 @@ func TestMisusePanics(t *testing.T) {
 }
 
 // TestSteadyStateAllocs proves the handoff, worker side included, does not
-// allocate: AllocsPerRun counts every goroutine's mallocs.
+// allocate: allocs.Count counts every goroutine's mallocs.
 func TestSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -280,28 +281,21 @@ func TestSteadyStateAllocs(t *testing.T) {
 				runtime.Gosched()
 			}
 		}
-		for range 100 {
-			step()
-		}
-		// TODO(allocs): still AllocsPerRun, whose integer average reads
-		// fewer than 2000 allocations in 2000 runs as 0. allocs.Count
-		// (exact) sees 1 to 4 allocations in these 2000 handoffs with 2
-		// workers when this test runs alone (1 most often, also 3 and 4;
-		// 0 with 1 worker, and 0 in a second or third window of 2000 on
-		// the same pool). They are the runtime's, made in the parking
-		// worker's select in Pool.sleep: growing the P's timer heap
-		// (timers.addHeap from blockTimerChan, for the MaxPark timer) and
-		// new sudogs (acquireSudog): apparently the runtime's caches
-		// refilling once after the measurement's GOMAXPROCS(1) destroys
-		// the other P (and its sudog cache); with the 100 warm-up steps
-		// also run at GOMAXPROCS 1 the count is 0. Not the handoff's own
-		// allocation, so not asserted exactly here yet.
-		a := testing.AllocsPerRun(2000, step)
+		// The warm-up runs under allocs.Count too, for its GOMAXPROCS(1):
+		// shrinking to one P destroys the other and its sudog cache, and
+		// moves its timers, so the runtime refills the survivor's caches
+		// once (a sudog for the parking worker's select, the timer heap's
+		// growth for its MaxPark timer: 1 to 4 allocations, seen when
+		// this test ran alone with the warm-up at full GOMAXPROCS). Those
+		// are the runtime's, once; the count below is the handoff's, and
+		// is exact (AllocsPerRun's integer average read them as 0).
+		allocs.Count(100, step)
+		n := allocs.Count(2000, step)
 		if stuck != "" {
 			t.Fatalf("%d workers: gave up after %v waiting for %s", workers, handoffDeadline, stuck)
 		}
-		if a != 0 {
-			t.Errorf("%d workers: %v allocs per batch handoff, want 0", workers, a)
+		if n != 0 {
+			t.Errorf("%d workers: %d allocations in 2000 batch handoffs, want 0", workers, n)
 		}
 	}
 }
