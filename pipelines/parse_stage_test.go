@@ -226,13 +226,18 @@ func ptFastAgrees(t testing.TB, p []byte, tunnels bool) bool {
 		}
 		return false
 	}
-	want := ptGarbageMeta
-	resetParsed(&want)
-	want.Class = decodeEthernet(p, &want, tunnels)
-	if got != want {
+	if want := ptGeneral(p, ptGarbageMeta, tunnels); got != want {
 		t.Fatalf("% x (tunnels %v):\nfast    %s\ngeneral %s", p, tunnels, ptFmtMeta(got), ptFmtMeta(want))
 	}
 	return true
+}
+
+// ptGeneral is what the general decoder leaves for packet p in a Meta
+// that was in before: the reference the fast and inline paths are held to.
+func ptGeneral(p []byte, in rings.Meta, tunnels bool) rings.Meta {
+	resetParsed(&in)
+	in.Class = decodeEthernet(p, &in, tunnels)
+	return in
 }
 
 // TestParseInlinePathAgrees holds decodeInline to the general decoder over
@@ -302,10 +307,7 @@ func ptInlineAgrees(t testing.TB, p []byte, in, got rings.Meta, tunnels bool) bo
 	if in.Flags&rings.FlagCut != 0 {
 		t.Fatalf("% x: inline path took a packet the capture cut short", p)
 	}
-	want := in
-	resetParsed(&want)
-	want.Class = decodeEthernet(p, &want, tunnels)
-	if got != want {
+	if want := ptGeneral(p, in, tunnels); got != want {
 		t.Fatalf("% x (tunnels %v):\ninline  %s\ngeneral %s", p, tunnels, ptFmtMeta(got), ptFmtMeta(want))
 	}
 	return true
