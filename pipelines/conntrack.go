@@ -396,30 +396,26 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			next[k] = s.track(b, int(i))
 		}
 	} else {
-		// The vector in chunks of ctChunk packets, the two lookups'
-		// misses started ahead of the tracking loop in a pipeline:
-		// before chunk c is tracked, chunk c+2's packets are hashed
-		// and their index lines prefetched, and chunk c+1's slots are
-		// read from their lines (prefetched a chunk before) and the
-		// entries they name prefetched. A lookup in a table of a
-		// million flows is two dependent misses: each is started a
-		// chunk's tracking (some 0.3 - 0.5 us) before it is needed, and
-		// no more than two chunks ahead, so that the lines and their
-		// translations are still there when the loop reaches them. The
-		// whole-chunk passes before it (64 packets hashed, then their
-		// slots read, then tracked) left 12 - 14 ns a lookup of wait on
-		// the dev VM's nested paging: BENCHMARKS.md, "A tenth pass".
-		n := len(idx)
-		s.ahead(b, idx, 0, min(n, ctLeadS*ctChunk), 0, min(n, ctLeadE*ctChunk))
-		for lo := 0; lo < n; lo += ctChunk {
-			hi := min(n, lo+ctChunk)
-			hs, cs := min(n, lo+ctLeadS*ctChunk), min(n, lo+ctLeadE*ctChunk)
-			s.ahead(b, idx, hs, min(n, hs+ctChunk), cs, min(n, cs+ctChunk))
-			for k := lo; k < hi; k++ {
+		// Three passes over each chunk of the vector: hash every TCP
+		// and UDP packet and prefetch its index line; read each
+		// packet's slot from its line and prefetch the entry it names;
+		// then track. A lookup in a table of a million flows is two
+		// dependent misses: here the misses of the whole chunk are in
+		// flight together, and the tracking loop finds the entries
+		// in the cache. (Spreading the prefetches over the tracking loop, the
+		// index line 16 packets and the entry 8 ahead of the packet
+		// tracked, was slower in 8 of 8 alternated runs of the
+		// stateful row: BENCHMARKS.md, "A fourth pass".)
+		for len(idx) > 0 {
+			c := min(len(idx), ctChunk)
+			s.hashes(b, idx[:c]) // and prefetches each index line
+			s.candidates(c)
+			for k, i := range idx[:c] {
 				s.h, s.slot = s.hint[k], s.cand[k]
 				t.begun++ // one add to memory: cheaper than the position's store
-				next[k] = s.track(b, int(idx[k]))
+				next[k] = s.track(b, int(i))
 			}
+			idx, next = idx[c:], next[c:]
 		}
 	}
 	// classify's counters, marked once here instead of for every packet
@@ -435,39 +431,28 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
-// ctChunk is how many packets the prefetching pipeline takes at a time,
-// and ctLeadS and ctLeadE how many chunks ahead of the tracking loop it
-// hashes (and prefetches index lines) and reads slots (and prefetches
-// entries). Alternated on the dev VM at 1M flows (BENCHMARKS.md, "A
-// tenth pass"): chunks of 6, 8 and 12 with leads of 2 and 1 within noise
-// of each other and some 10% faster than whole-chunk passes; leads of 3
-// and 1 or 4 and 2 chunks of 4, no better.
-const (
-	ctChunk          = 8
-	ctLeadS, ctLeadE = 2, 1
-)
+// ctChunk is how many packets the prefetching passes take at a time:
+// the lines of a chunk (an index line and an entry's two per packet, 12
+// KB) stay in the L1 cache until the tracking loop reads them, and the
+// misses in flight stay within what the core queues, at any batch size.
+// A pipeline over chunks of 8 instead (index lines two chunks ahead of
+// the tracking loop, entries one) was 6 - 15% faster at 1M flows on the
+// AMD dev VM and slower on the Intel second machine, where the target is
+// met: tried and reverted (BENCHMARKS.md, "A tenth pass").
+const ctChunk = 64
 
-// ahead runs the prefetching pipeline's two steps for packets vec[hlo:hi]
-// and vec[clo:chi] (positions in the vector): hashing, and reading the
-// index. One call a chunk for both: two cost some 8 instructions a
-// packet more.
-//
-// The hashing computes the TCP and UDP packets' tuple hashes into hint
-// (0: none) and, where the CPU has prefetches, prefetches the index line
-// each one's probe starts at as soon as its hash is known (in the same
-// loop: a pass of its own cost some 20 instructions a packet).
-//
-// The index step finds each packet's slot in the index (its line
-// prefetched a chunk before) as the warm pass does, keeps it in cand, and
-// prefetches the entry it names right away, so that its miss overlaps
-// the next packets' slot reads. Loops, not a call a packet: the call cost
-// some ten instructions a packet.
-func (s *ctStage) ahead(b *rings.Batch, vec []uint16, hlo, hhi, clo, chi int) {
+// hashes computes the TCP and UDP packets' tuple hashes into hint (0:
+// none) and, where the CPU has prefetches, prefetches the index line
+// each one's probe starts at as soon as its hash is known (in this loop:
+// a pass of its own cost some 20 instructions a packet). One call a
+// packet: prefetching runs of 8 (and the entries once a chunk, in
+// candidates) saved 14 instructions a packet but made the row some 25%
+// slower on the dev VM at 1M flows (BENCHMARKS.md, "A ninth pass"): a
+// miss started later is waited for longer.
+func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	t := s.tab
-	meta := b.Meta // in a register: the stores to hint could alias b's
-	idx := vec[hlo:hhi]
-	hints := s.hint[hlo:hhi] // no bounds checks in the loop
-	hints = hints[:len(idx)]
+	meta := b.Meta             // in a register: the stores to hint could alias b's
+	hints := s.hint[:len(idx)] // no bounds checks in the loop
 	for j, i := range idx {
 		m := &meta[i]
 		hints[j] = 0
@@ -485,20 +470,6 @@ func (s *ctStage) ahead(b *rings.Batch, vec []uint16, hlo, hhi, clo, chi int) {
 			prefetchSlot(&t.idx[t.home(h)])
 		}
 	}
-	if !havePrefetch {
-		return // warm reads the index itself
-	}
-	cand := s.cand[clo:chi]
-	for j, h := range s.hint[clo:chi] {
-		cand[j] = 0
-		if h == 0 {
-			continue
-		}
-		if v := t.slotOf(uint32(h)); v != 0 {
-			cand[j] = v
-			prefetchEntry(&t.ent[v>>1-1])
-		}
-	}
 }
 
 // hash6 is IPv6 TCP or UDP packet m's tuple hash: a function of its own
@@ -510,6 +481,26 @@ func (s *ctStage) hash6(m *rings.Meta) uint32 {
 	ctAddrs(m, &k)
 	k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
 	return k.hash()
+}
+
+// candidates finds each of the chunk's first n packets' slot in the
+// index (its line prefetched by the pass before) as the warm pass does,
+// keeps it in cand, and prefetches the entry it names right away, so
+// that its miss overlaps the next packets' slot reads. One loop, not a
+// call a packet: the call cost some ten instructions a packet.
+func (s *ctStage) candidates(n int) {
+	t := s.tab
+	cand := s.cand[:n]
+	for j, h := range s.hint[:n] {
+		cand[j] = 0
+		if h == 0 {
+			continue
+		}
+		if v := t.slotOf(uint32(h)); v != 0 {
+			cand[j] = v
+			prefetchEntry(&t.ent[v>>1-1])
+		}
+	}
 }
 
 // slotOf returns the low half of the first of the first ctWarmProbe
@@ -548,7 +539,7 @@ func (t *ctTable) slotOf(h uint32) uint32 {
 func (s *ctStage) warm(b *rings.Batch, idx []uint16) {
 	t := s.tab
 	var sink uint64
-	s.ahead(b, idx, 0, len(idx), 0, 0)
+	s.hashes(b, idx)
 	// The loads, in loops of their own: a loop this short keeps many
 	// misses in flight (the hashing above, in the same loop, would hold
 	// the reorder window to a few).

@@ -17,7 +17,7 @@ import (
 // prints ns per line. BENCHMARKS.md ("A tenth pass") compares machines
 // with it:
 //
-//	go test -run '^$' -bench RandomLines -benchtime 4000000x ./internal/hugemem
+//	go test -run '^$' -bench RandomLines -benchtime 2000000x ./internal/hugemem
 func BenchmarkRandomLines(b *testing.B) {
 	for _, mib := range []int{16, 256} { // both over Alloc's 4 MiB: mapped
 
