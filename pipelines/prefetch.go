@@ -24,5 +24,13 @@ func prefetchSlot(p *uint64)
 //go:noescape
 func prefetchEntry(p *ctEntry)
 
+// prefetchEntries prefetches both lines of entry ent[v>>1-1] for each
+// candidate v of cand[:n] that is not 0 (ctStage.cand's form), n >= 0: a
+// second prefetch of entries already fetched, a few packets before they
+// are tracked, in one call for a run of them (see ctRetouch).
+//
+//go:noescape
+func prefetchEntries(ent *ctEntry, cand *uint32, n int)
+
 // havePrefetch says the prefetches are real.
 const havePrefetch = true
