@@ -32,5 +32,10 @@ func prefetchEntry(p *ctEntry)
 //go:noescape
 func prefetchEntries(ent *ctEntry, cand *uint32, n int)
 
+// The assembly steps from entry to entry by 96 bytes and prefetches two
+// lines of each: a ctEntry of another size fails the build here instead
+// of prefetching the wrong lines in silence.
+const _ = uint(ctEntryBytes-96) + uint(96-ctEntryBytes)
+
 // havePrefetch says the prefetches are real.
 const havePrefetch = true

@@ -10,7 +10,7 @@ import (
 )
 
 // CPU returns the CPU model and the number of CPUs the OS reports, such
-// as "AMD EPYC, 2 CPUs (KVM guest)"; where /proc/cpuinfo has no model
+// as "AMD EPYC, 2 CPUs (virtual machine)"; where /proc/cpuinfo has no model
 // name (not Linux, or an architecture that does not print one) the
 // architecture stands in for it.
 func CPU() string {

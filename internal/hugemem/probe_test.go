@@ -20,7 +20,6 @@ import (
 //	go test -run '^$' -bench RandomLines -benchtime 2000000x ./internal/hugemem
 func BenchmarkRandomLines(b *testing.B) {
 	for _, mib := range []int{16, 256} { // both over Alloc's 4 MiB: mapped
-
 		for _, mem := range []string{"huge", "heap"} {
 			lines := mib << 20 / 64
 			var words []uint64
