@@ -454,7 +454,9 @@ const ctChunk = 64
 // VM at 1M flows: 122.9 ns a packet against 131.9 (median of 6
 // alternated rounds), for 21 instructions a packet; where the
 // translation is still there it finds the lines in the cache and costs
-// only those instructions (BENCHMARKS.md, "A tenth pass").
+// only those instructions: on the Intel second machine 109.1 ns with
+// it against 108.7 without (medians of the fast rounds of 34 alternated;
+// BENCHMARKS.md, "A tenth pass" and "An eleventh pass").
 const ctRetouch, ctRetouchRun = 8, 4
 
 // hashes computes the TCP and UDP packets' tuple hashes into hint (0:
