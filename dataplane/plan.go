@@ -28,7 +28,10 @@ type plan struct {
 	graph   *pipelines.Graph
 	runners []*pipelines.Runner
 	workers int
-	batch   int
+	// tableBytes is the stage tables this plan's runners allocate when
+	// they first run (CheckTableMemory), less those a swap hands over.
+	tableBytes uint64
+	batch      int
 
 	out     []Port // by graph port index
 	outComp []int  // graph port index -> Engine.comps index, -1: borrows
@@ -212,9 +215,13 @@ var ErrSwap = errors.New("pipeline swap refused")
 // up front: worker and batch limits, an output for every port, sampler
 // settings and sinks, and that every Completer output is one the engine
 // registered at its start. It does not start a pool.
-func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan, error) {
+func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, old *plan) (*plan, error) {
 	o := e.opts
 	p := &plan{graph: g}
+	var lay *layout
+	if old != nil {
+		lay = old.lay
+	}
 	set := g.Settings()
 	p.workers, p.batch = set.Workers, set.BatchSize
 	if o.Workers >= 0 {
@@ -279,6 +286,16 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, lay *layout) (*plan
 	nr := max(p.workers, 1)
 	if o.NewExecutor != nil {
 		nr++
+	}
+	// The stage tables the runners will allocate when they first run
+	// (those a swap hands over whole excepted), checked before any is.
+	var prev *pipelines.Graph
+	if old != nil && old.workers == p.workers {
+		prev = old.graph
+	}
+	p.tableBytes = g.NewTableBytes(prev) * uint64(nr)
+	if err := CheckTableMemory(g.Name(), p.tableBytes, nr); err != nil {
+		return nil, err
 	}
 	for i := range nr {
 		r := g.NewRunner(pipelines.RunnerOptions{Timing: o.Timing, Worker: i, Workers: max(p.workers, 1)})

@@ -192,7 +192,7 @@ func (e *Engine) PrepareSwap(g *pipelines.Graph, outs Outputs, o SwapOptions) (*
 		return nil, err
 	}
 	old := c.latest
-	p, err := e.buildPlan(g, outs, old.lay)
+	p, err := e.buildPlan(g, outs, old)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSwap, err)
 	}
@@ -210,6 +210,12 @@ func (e *Engine) PrepareSwap(g *pipelines.Graph, outs Outputs, o SwapOptions) (*
 	}
 	return ps, nil
 }
+
+// TableBytes is the stage tables the prepared plan's runners will
+// allocate when they first run (those handed over whole excepted): what
+// the plan checked against the memory available, for a caller that
+// prepares several (the daemon, one engine a queue) to check their sum.
+func (ps *PreparedSwap) TableBytes() uint64 { return ps.p.tableBytes }
 
 // Publish publishes the prepared plan: the I/O loop takes it up at its
 // next batch boundary (running SwapOptions.AtTakeUp there). It fails

@@ -11,8 +11,10 @@ import (
 // The flow table of one conntrack instance (one worker).
 //
 // Layout. Entries live in one fixed array (ctEntry, ctEntryBytes each,
-// allocated once at the configured size); free entries are chained through
-// their expires field, so the free list costs no memory. An index of
+// allocated once at the configured size); entries freed are chained
+// through their expires field, so the free list costs no memory, and
+// entries never used are handed out in order once it is empty (a new
+// table writes none of its memory: see newCTTable). An index of
 // ctIndexSlots(size) 8-byte slots, open addressing with linear probing,
 // holds two slots per live entry, one per direction (Linux's two
 // tuplehash nodes): a slot is the direction tuple's 32-bit hash, the
@@ -275,6 +277,9 @@ type ctTable struct {
 	idx    []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
 	slots  uint64
 	free   uint32 // first free entry + 1; 0: none
+	// unused is the first entry never handed out: those from it on are
+	// on no list, zero (not in use), and their pages untouched.
+	unused uint32
 	n      int    // live entries
 	hand   uint32 // the sweep's next entry
 	// sweptAt is the clock when the sweep last took its due, and owed
@@ -312,27 +317,18 @@ type ctTable struct {
 	nowSet bool
 }
 
+// newCTTable makes an empty table of size entries. Its memory comes
+// zeroed (an empty index, entries not in use) and is not written here:
+// entries are handed out from unused onwards as flows come, so a table
+// costs memory as it fills, not when it is made (a table of 64M flows,
+// 8 GB, chained onto a free list up front, took seconds of the worker's
+// first batch and all its pages at once).
 func newCTTable(size int) *ctTable {
 	t := &ctTable{entMem: hugemem.Alloc[ctEntry](size), idxMem: hugemem.Alloc[uint64](ctIndexSlots(size))}
 	t.ent, t.idx = t.entMem.S, t.idxMem.S
 	t.pin = make([]uint16, size)
 	t.slots = uint64(len(t.idx))
-	t.resetFree()
 	return t
-}
-
-// resetFree chains every entry onto the free list (an empty table).
-func (t *ctTable) resetFree() {
-	for i := range t.ent {
-		t.ent[i].expires = uint32(i + 2)
-		t.ent[i].status = 0
-	}
-	if len(t.ent) > 0 {
-		t.ent[len(t.ent)-1].expires = 0
-		t.free = 1
-	}
-	clear(t.idx)
-	t.n = 0
 }
 
 // advance moves the clock to ms unless that is behind it (a looping
@@ -461,9 +457,14 @@ func (t *ctTable) deleteSlot(e uint32, dir uint8, h uint32) {
 	probeDelete(t.idx, t.slots, i)
 }
 
-// alloc takes a free entry, or reports false when there is none.
+// alloc takes a free entry, or reports false when there is none: one
+// freed before, else the first never used.
 func (t *ctTable) alloc() (uint32, bool) {
 	if t.free == 0 {
+		if int(t.unused) < len(t.ent) {
+			t.unused++
+			return t.unused - 1, true
+		}
 		return 0, false
 	}
 	e := t.free - 1

@@ -95,6 +95,25 @@ func (d *Daemon) runnable(g *pipelines.Graph) (map[string]string, error) {
 	return pi, nil
 }
 
+// checkTables checks the stage tables of all queues' engines together
+// against the memory the daemon can still take (each engine checked its
+// own, but the queues' add up): the running plans', or with preps a
+// swap's new tables (those handed over whole excepted). The tables are
+// allocated when the workers first run, so nothing is taken yet.
+func (d *Daemon) checkTables(pipeline string, preps []*dataplane.PreparedSwap) error {
+	var need uint64
+	runners := 0
+	for i, qq := range d.queues {
+		if preps != nil {
+			need += preps[i].TableBytes()
+		} else if qq.eng != nil {
+			need += qq.eng.TableBytes()
+		}
+		runners += max(d.cfg.WorkersPerQueue, 1)
+	}
+	return dataplane.CheckTableMemory(pipeline, need, runners)
+}
+
 // outputter is what checkOutputs needs of a queue (an *afxdp.Queue).
 type outputter interface {
 	Interface() string
@@ -319,6 +338,10 @@ func (d *Daemon) Swap(name string) (control.SwapReply, error) {
 			return rep, control.Errorf(control.ErrRefused, "queue %s: %v", qq.q.RX().Name(), err)
 		}
 		preps[i] = ps
+	}
+	if err := d.checkTables(name, preps); err != nil {
+		abort()
+		return rep, control.Errorf(control.ErrRefused, "%v", err)
 	}
 	prepared := time.Now()
 	// The kernel half: staged in every program's idle slot (an empty set

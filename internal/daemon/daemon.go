@@ -166,6 +166,11 @@ func New(cfg Config, log *slog.Logger) (d *Daemon, err error) {
 			if err != nil {
 				return nil, err
 			}
+			// Each engine checked its own tables; the queues' together
+			// must fit too (none is allocated before traffic comes).
+			if err := d.checkTables(d.graph.Name(), nil); err != nil {
+				return nil, err
+			}
 			if err := prog.Register(qi, qq.q.RX().Socket()); err != nil {
 				return nil, explain(fmt.Sprintf("register %s queue %d in the XDP program", in.Name, qi), err)
 			}

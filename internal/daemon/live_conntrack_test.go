@@ -173,6 +173,31 @@ func TestLiveConntrack(t *testing.T) {
 	if entries != uint64(cnt.Entries) || inserts < uint64(cnt.Entries) {
 		t.Fatalf("stats: entries %d inserts %d, table %d", entries, inserts, cnt.Entries)
 	}
+	// A pipeline whose tables the machine cannot hold (2 workers, each a
+	// conntrack table of 64M flows and a full reassembly table of 1M
+	// datagrams of 64 KiB: some 150 GiB) is refused at its swap, with the
+	// figures, before any table is allocated: the daemon keeps running
+	// the pipeline it had, its flows intact. (A machine with over 170 GiB
+	// free would take the swap: this test then fails.)
+	huge := strings.Replace(strings.Replace(liveCTA, "name: cta", "name: cthuge", 1),
+		"  - {name: ct, type: conntrack, size: 4096}",
+		"  - {name: ra, type: reassemble, mode: full, max_datagrams: 1048576, max_bytes: 65535}\n  - {name: ct, type: conntrack, size: 67108864}", 1)
+	if _, stderr, code := warpctl(t, sock, "pipeline", "load", writePipeline(t, dir, "cthuge", huge)); code != 0 {
+		t.Fatalf("pipeline load cthuge: exit %d: %s", code, stderr)
+	}
+	if _, err := c.Swap(ctx, "cthuge"); err == nil || !strings.Contains(err.Error(), "stage tables need") || !strings.Contains(err.Error(), "this process can still take") {
+		t.Fatalf("swap to tables of some 150 GiB: %v", err)
+	}
+	rep, err := c.Swap(ctx, "ctb")
+	if err != nil || !reflect.DeepEqual(rep.StateKept, []string{"ct"}) {
+		t.Fatalf("after the refused swap, to ctb: %v, kept %v", err, rep.StateKept)
+	}
+	out, _, _ = warpctl(t, sock, "conntrack", "count", "--json")
+	var kept control.ConntrackReply
+	json.Unmarshal([]byte(out), &kept)
+	if kept.Entries != after.Entries {
+		t.Fatalf("after the refused swap: %d flows, had %d", kept.Entries, after.Entries)
+	}
 	if code := d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
 		t.Fatalf("warpflowd exited %d", code)
 	}
