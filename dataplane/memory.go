@@ -30,16 +30,20 @@ func CheckTableMemory(pipeline string, need uint64, runners int) error {
 	if !ok || float64(need) <= tableRoomShare*float64(room.Bytes) {
 		return nil
 	}
-	return fmt.Errorf("pipeline %q: its stage tables need %s (%d workers' stateful stage tables), more than %.0f%% of the %s this process can still take (%s): lower conntrack's size or reassemble's max_datagrams and max_bytes, or use fewer workers",
-		pipeline, meminfo.Size(need), runners, tableRoomShare*100, meminfo.Size(room.Bytes), room.Source)
+	whose := "one worker's"
+	if runners != 1 {
+		whose = fmt.Sprintf("%d workers'", runners)
+	}
+	return fmt.Errorf("pipeline %q: its stage tables need %s (%s stateful stage tables), more than %.0f%% of the %s this process can still take (%s): lower conntrack's size or reassemble's max_datagrams and max_bytes, or use fewer workers",
+		pipeline, meminfo.Size(need), whose, tableRoomShare*100, meminfo.Size(room.Bytes), room.Source)
 }
 
 // TableBytes is the stage tables the engine's current plan's runners
-// allocate when they first run: what NewEngine checked, for a caller
-// that builds several engines (the daemon, one a queue) to check their
-// sum.
-func (e *Engine) TableBytes() uint64 {
+// allocate when they first run, and how many runners: what NewEngine
+// checked, for a caller that builds several engines (the daemon, one a
+// queue) to check their sum.
+func (e *Engine) TableBytes() (bytes uint64, runners int) {
 	e.ctl.mu.Lock()
 	defer e.ctl.mu.Unlock()
-	return e.ctl.latest.tableBytes
+	return e.ctl.latest.tableBytes, e.ctl.latest.runnerN
 }

@@ -69,8 +69,8 @@ func TestTableMemoryRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.TableBytes(); got != 2*per {
-		t.Fatalf("engine TableBytes %d, want %d", got, 2*per)
+	if got, n := e.TableBytes(); got != 2*per || n != 2 {
+		t.Fatalf("engine TableBytes %d for %d runners, want %d for 2", got, n, 2*per)
 	}
 
 	// Less room now (the tables are allocated): a swap that only
@@ -81,8 +81,8 @@ func TestTableMemoryRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a rule change refused for memory it does not need: %v", err)
 	}
-	if ps.TableBytes() != 0 {
-		t.Fatalf("a swap keeping both tables needs %d bytes of new tables", ps.TableBytes())
+	if b, _ := ps.TableBytes(); b != 0 {
+		t.Fatalf("a swap keeping both tables needs %d bytes of new tables", b)
 	}
 	ps.Abort()
 

@@ -31,6 +31,7 @@ type plan struct {
 	// tableBytes is the stage tables this plan's runners allocate when
 	// they first run (CheckTableMemory), less those a swap hands over.
 	tableBytes uint64
+	runnerN    int // runners: workers, or 1 inline, plus an executor's
 	batch      int
 
 	out     []Port // by graph port index
@@ -293,7 +294,7 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, old *plan) (*plan, 
 	if old != nil && old.workers == p.workers {
 		prev = old.graph
 	}
-	p.tableBytes = g.NewTableBytes(prev) * uint64(nr)
+	p.tableBytes, p.runnerN = g.NewTableBytes(prev)*uint64(nr), nr
 	if err := CheckTableMemory(g.Name(), p.tableBytes, nr); err != nil {
 		return nil, err
 	}

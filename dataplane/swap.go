@@ -212,10 +212,13 @@ func (e *Engine) PrepareSwap(g *pipelines.Graph, outs Outputs, o SwapOptions) (*
 }
 
 // TableBytes is the stage tables the prepared plan's runners will
-// allocate when they first run (those handed over whole excepted): what
-// the plan checked against the memory available, for a caller that
-// prepares several (the daemon, one engine a queue) to check their sum.
-func (ps *PreparedSwap) TableBytes() uint64 { return ps.p.tableBytes }
+// allocate when they first run (those handed over whole excepted), and
+// how many runners: what the plan checked against the memory available,
+// for a caller that prepares several (the daemon, one engine a queue) to
+// check their sum.
+func (ps *PreparedSwap) TableBytes() (bytes uint64, runners int) {
+	return ps.p.tableBytes, ps.p.runnerN
+}
 
 // Publish publishes the prepared plan: the I/O loop takes it up at its
 // next batch boundary (running SwapOptions.AtTakeUp there). It fails

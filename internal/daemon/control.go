@@ -104,12 +104,14 @@ func (d *Daemon) checkTables(pipeline string, preps []*dataplane.PreparedSwap) e
 	var need uint64
 	runners := 0
 	for i, qq := range d.queues {
+		var b uint64
+		var n int
 		if preps != nil {
-			need += preps[i].TableBytes()
+			b, n = preps[i].TableBytes()
 		} else if qq.eng != nil {
-			need += qq.eng.TableBytes()
+			b, n = qq.eng.TableBytes()
 		}
-		runners += max(d.cfg.WorkersPerQueue, 1)
+		need, runners = need+b, runners+n
 	}
 	return dataplane.CheckTableMemory(pipeline, need, runners)
 }
