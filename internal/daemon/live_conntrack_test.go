@@ -54,6 +54,31 @@ stages:
 `
 )
 
+// liveCTHuge is liveCTA with tables no test machine holds: 2 workers,
+// each a conntrack table of 64M flows and a full reassembly table of 1M
+// datagrams of 64 KiB, some 150 GiB in all.
+var liveCTHuge = strings.Replace(strings.Replace(liveCTA, "name: cta", "name: cthuge", 1),
+	"  - {name: ct, type: conntrack, size: 4096}",
+	"  - {name: ra, type: reassemble, mode: full, max_datagrams: 1048576, max_bytes: 65535}\n  - {name: ct, type: conntrack, size: 67108864}", 1)
+
+// TestLiveTablesTooBigAtStart: warpflowd started on a pipeline whose
+// tables the machine cannot hold exits at once with the figures (before
+// this check it started, and the first traffic would have had the OOM
+// killer end it). A machine with over 170 GiB free would start it: this
+// test then fails.
+func TestLiveTablesTooBigAtStart(t *testing.T) {
+	requireLive(t)
+	topo := newLab(t)
+	p := writePipeline(t, t.TempDir(), "cthuge", liveCTHuge)
+	d := startDaemon(t, topo.DP0.Namespace, "--config", labConfig(t, p, "workers_per_queue: 2\n"))
+	if code := d.wait(t, 30*time.Second); code == 0 {
+		t.Fatalf("warpflowd ran a pipeline of some 150 GiB of tables:\n%s", d.log())
+	}
+	if l := d.log(); !strings.Contains(l, "stage tables need") || !strings.Contains(l, "this process can still take") {
+		t.Fatalf("warpflowd exited without saying why in figures:\n%s", l)
+	}
+}
+
 // flowCapture writes n UDP packets of flows source ports 41000..+sports-1
 // to the destination ports 7, 9, 53, 80, in turn.
 func flowCapture(t *testing.T, n, sports int) string {
@@ -179,10 +204,7 @@ func TestLiveConntrack(t *testing.T) {
 	// figures, before any table is allocated: the daemon keeps running
 	// the pipeline it had, its flows intact. (A machine with over 170 GiB
 	// free would take the swap: this test then fails.)
-	huge := strings.Replace(strings.Replace(liveCTA, "name: cta", "name: cthuge", 1),
-		"  - {name: ct, type: conntrack, size: 4096}",
-		"  - {name: ra, type: reassemble, mode: full, max_datagrams: 1048576, max_bytes: 65535}\n  - {name: ct, type: conntrack, size: 67108864}", 1)
-	if _, stderr, code := warpctl(t, sock, "pipeline", "load", writePipeline(t, dir, "cthuge", huge)); code != 0 {
+	if _, stderr, code := warpctl(t, sock, "pipeline", "load", writePipeline(t, dir, "cthuge", liveCTHuge)); code != 0 {
 		t.Fatalf("pipeline load cthuge: exit %d: %s", code, stderr)
 	}
 	if _, err := c.Swap(ctx, "cthuge"); err == nil || !strings.Contains(err.Error(), "stage tables need") || !strings.Contains(err.Error(), "this process can still take") {
