@@ -35,7 +35,7 @@ func CheckTableMemory(pipeline string, need uint64, runners int) error {
 		whose = fmt.Sprintf("%d workers'", runners)
 	}
 	return fmt.Errorf("pipeline %q: its stage tables need %s (%s stateful stage tables), more than %.0f%% of the %s this process can still take (%s): lower conntrack's size or reassemble's max_datagrams and max_bytes, or use fewer workers",
-		pipeline, meminfo.Size(need), whose, tableRoomShare*100, meminfo.Size(room.Bytes), room.Source)
+		pipeline, byteSize(need), whose, tableRoomShare*100, byteSize(room.Bytes), room.Source)
 }
 
 // TableBytes is the stage tables the engine's current plan's runners

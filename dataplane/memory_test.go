@@ -57,7 +57,7 @@ func TestTableMemoryRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("an engine of 2 workers' tables in room for 1 was built")
 	}
-	for _, want := range []string{`pipeline "big"`, meminfo.Size(2 * per), "2 workers", "test", "conntrack's size"} {
+	for _, want := range []string{`pipeline "big"`, byteSize(2 * per), "2 workers", "test", "conntrack's size"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

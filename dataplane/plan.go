@@ -290,8 +290,10 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, old *plan) (*plan, 
 	}
 	// The stage tables the runners will allocate when they first run
 	// (those a swap hands over whole excepted), checked before any is.
+	// carryState hands each runner its old one's state when the runner
+	// counts match: only then is a table kept whole.
 	var prev *pipelines.Graph
-	if old != nil && old.workers == p.workers {
+	if old != nil && len(old.runners) == nr {
 		prev = old.graph
 	}
 	p.tableBytes, p.runnerN = g.NewTableBytes(prev)*uint64(nr), nr

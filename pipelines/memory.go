@@ -8,7 +8,7 @@ import "unsafe"
 // the most one instance takes (the tables are allocated when the
 // instance first runs, and whole). The dataplane checks a plan's sum
 // against the memory the process can still take before it builds the
-// plan (dataplane.checkTableMemory): a table the machine cannot hold is
+// plan (dataplane.CheckTableMemory): a table the machine cannot hold is
 // then a clear error, not the OOM killer or the Go runtime's fatal "out
 // of memory" in a worker.
 type TableSizer interface {
@@ -29,7 +29,8 @@ func (g *Graph) TableBytes() uint64 {
 
 // NewTableBytes is TableBytes less the tables a runner of g takes over
 // whole from the same worker's runner of old, the graph before a swap
-// with the same worker count: a stateful stage of the same name and kind
+// with as many runners (the dataplane passes nil otherwise: each table
+// is then rebuilt from all the old ones): a stateful stage of the same name and kind
 // whose table is the same size keeps its table (conntrack's setup) and
 // allocates nothing. Every other table is new, and is allocated while
 // the old ones still exist (their flows are copied over).
@@ -40,15 +41,9 @@ func (g *Graph) NewTableBytes(old *Graph) uint64 {
 	var n uint64
 	for i := range g.nodes {
 		gn := &g.nodes[i]
-		ts, ok := gn.tmpl.(TableSizer)
-		if !ok || gn.terminal {
-			continue
+		if ts, ok := gn.tmpl.(TableSizer); ok && !gn.terminal && !keepsTable(gn, old) {
+			n += ts.TableBytes()
 		}
-		b := ts.TableBytes()
-		if keepsTable(gn, old) {
-			continue
-		}
-		n += b
 	}
 	return n
 }

@@ -114,16 +114,3 @@ func readCgroupValue(path string) (uint64, error) {
 	}
 	return strconv.ParseUint(s, 10, 64)
 }
-
-// Size writes n bytes for people: "8.0 GiB", "125 MiB", "512 B".
-func Size(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

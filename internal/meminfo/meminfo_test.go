@@ -83,11 +83,3 @@ func TestAvailableHere(t *testing.T) {
 		t.Fatalf("implausible room %+v", r)
 	}
 }
-
-func TestSize(t *testing.T) {
-	for n, want := range map[uint64]string{512: "512 B", 2048: "2 KiB", 125 << 20: "125 MiB", 8 << 30: "8.0 GiB"} {
-		if got := Size(n); got != want {
-			t.Errorf("Size(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
