@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -19,12 +20,41 @@ func BenchmarkStatefulOnce(b *testing.B) {
 	if os.Getenv("ICOUNT_BASE") != "" {
 		config = statefulBasePipeline()
 	}
+	// STATEFUL_GEN_CPU: the NIC thread's core (nicgen.go); unset, the
+	// row's own core writes the packets, as scripts/icount needs (one
+	// thread, deterministic).
+	gen := -1
+	if s := os.Getenv("STATEFUL_GEN_CPU"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("STATEFUL_GEN_CPU=%q: want a CPU number", s)
+		}
+		gen = v
+	}
 	for b.Loop() {
-		r, err := statefulRow(config, flows, steady)
+		run := func() (Row, error) { return statefulRow(config, flows, steady, gen) }
+		var r Row
+		var err error
+		if gen >= 0 {
+			// Two threads: the row's pinned (to the last CPU, or
+			// STATEFUL_CPU), so that it never shares the generator's.
+			cpu := runtime.NumCPU() - 1
+			if s := os.Getenv("STATEFUL_CPU"); s != "" {
+				if cpu, err = strconv.Atoi(s); err != nil {
+					b.Fatalf("STATEFUL_CPU=%q: want a CPU number", s)
+				}
+			}
+			r, err = onCPU(cpu, run)
+		} else {
+			r, err = run()
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(r.NsPerPacket, "ns/packet")
+		if gen >= 0 {
+			b.ReportMetric(100*r.GeneratorWaits, "%waits")
+		}
 	}
 }
 

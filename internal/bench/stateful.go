@@ -42,6 +42,10 @@ import (
 const (
 	RowStateful     = "warpflow stateful: parse, conntrack, ct filter, SNAT (1M flows) -> null"
 	RowStatefulBase = "warpflow default shape (1000 rules) on the same generated flows -> null"
+	// RowStatefulNIC is the stateful row with its packets written by a
+	// thread on another core, as a NIC's DMA would (nicgen.go): a
+	// reference row beside RowStateful, whose own core writes them.
+	RowStatefulNIC = "warpflow stateful, packets written by another core (reference) -> null"
 )
 
 // StatefulFlows is the number of concurrent flows of the stateful rows.
@@ -73,10 +77,15 @@ type flowPort struct {
 	mem   []byte
 	flows uint64
 	// warm is the setup packets (three per flow), steady the measured
-	// ones after them; next is the next packet number.
-	warm, steady, next uint64
-	seq                uint64
-	stride             uint64 // coprime with flows: scatters the flow order
+	// ones after them; next is the next packet number handed to the
+	// engine, written the next one written (the same in-core; with a NIC
+	// thread, its own copy of the port writes and this one receives).
+	warm, steady, next, written uint64
+	// nic is the NIC thread's rings where the packets are written on a
+	// core of their own; nil where Receive writes them.
+	nic    *nicGen
+	seq    uint64
+	stride uint64 // coprime with flows: scatters the flow order
 	// cur is the next packet's flow and kind its packet kind; left
 	// counts down the packets to the next change of kind. The set-up
 	// phase takes the flows in order (i%flows for packet i, kind
@@ -122,7 +131,9 @@ func (p *flowPort) Transmit(*rings.Arena, []rings.Desc) (int, error) {
 func (p *flowPort) Close() error               { return nil }
 func (p *flowPort) Recycle(descs []rings.Desc) { p.a.FreeDescs(descs) }
 
-// Receive writes up to a batch of packets.
+// Receive hands the engine up to a batch of packets: written here, on
+// the row's own core (in-core), or taken off the rx ring that the NIC
+// thread fills (nicgen.go).
 func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	total := p.warm + p.steady
 	if p.next >= total {
@@ -130,6 +141,9 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 			p.elapsed = time.Since(p.start)
 			p.cpuElapsed = threadCPU() - p.cpu0
 			runtime.ReadMemStats(&p.ms1)
+			if p.nic != nil {
+				p.nic.finish()
+			}
 		}
 		return 0, io.EOF
 	}
@@ -143,20 +157,40 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 	if p.next < p.warm {
 		end = p.warm // the steady phase starts on a batch of its own
 	}
-	// The frames first, then the packets, then one run into the batch
-	// (one bulk clear of the metadata, as a NIC port hands over a run of
-	// descriptors).
 	want := int(min(uint64(cap(b.Descs)-len(b.Descs)), end-p.next))
-	n := p.a.AllocDescs(p.descs[:want])
+	var n int
+	if p.nic != nil {
+		var err error
+		if n, err = p.nic.receive(p.descs[:want], p.next >= p.warm); err != nil {
+			return 0, err
+		}
+	} else {
+		// The frames first, then the packets, then one run into the
+		// batch (one bulk clear of the metadata, as a NIC port hands over
+		// a run of descriptors).
+		n = p.a.AllocDescs(p.descs[:want])
+		p.write(p.descs[:n])
+	}
+	b.AppendRun(p.descs[:n], p.seq, 0)
+	p.seq += uint64(n)
+	p.next += uint64(n)
+	return n, nil
+}
+
+// write writes the next len(descs) packets into the frames descs name
+// (their Addr; Len is flowPacketLen throughout) and advances the packet
+// kind and flow. The caller keeps a call within one phase (set-up or
+// steady): the set-up phase goes in flow order, the steady one scattered.
+func (p *flowPort) write(descs []rings.Desc) {
 	stride := p.stride
-	if p.next < p.warm {
+	if p.written < p.warm {
 		stride = 1
 	}
+	p.written += uint64(len(descs))
 	// The packets in runs of one kind (it changes every p.flows packets):
 	// every flow's SYN in flow order (stride 1), then every SYN/ACK, then
 	// every third packet; then, in the scattered order, every flow's
 	// client packet (3), then every server packet (4), and so on.
-	descs := p.descs[:n]
 	for len(descs) > 0 {
 		k := int(min(uint64(len(descs)), p.left))
 		p.cur = writeFlows(p.mem, descs[:k], p.cur, stride, p.flows, p.kind)
@@ -170,10 +204,6 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 			}
 		}
 	}
-	b.AppendRun(p.descs[:n], p.seq, 0)
-	p.seq += uint64(n)
-	p.next += uint64(n)
-	return n, nil
 }
 
 // flowPacketLen is the length of every generated packet: 64 bytes on the
@@ -371,7 +401,7 @@ func fold64(s uint64) uint16 {
 // inline on the calling (pinned) thread. It reports the steady phase's
 // rate and allocations and, for a pipeline with a conntrack stage, the
 // table's memory per flow.
-func statefulRow(config string, flows, steady uint64) (Row, error) {
+func statefulRow(config string, flows, steady uint64, genCPU int) (Row, error) {
 	g, err := pipelines.Load("bench", []byte(config))
 	if err != nil {
 		return Row{}, fmt.Errorf("bench pipeline: %w", err)
@@ -381,6 +411,15 @@ func statefulRow(config string, flows, steady uint64) (Row, error) {
 		return Row{}, err
 	}
 	in := newFlowPort(a, flows, steady)
+	gen := "in-core"
+	if genCPU >= 0 {
+		nic, err := startNICGen(a, in, genCPU)
+		if err != nil {
+			return Row{}, err
+		}
+		defer nic.finish()
+		in.nic, gen = nic, fmt.Sprintf("cpu %d", genCPU)
+	}
 	sink := dataplane.NewNullPort("sink")
 	o := dataplane.DefaultOptions()
 	o.Workers, o.Timing = 0, false
@@ -403,6 +442,10 @@ func statefulRow(config string, flows, steady uint64) (Row, error) {
 		Mpps:        float64(in.steady) / in.elapsed.Seconds() / 1e6,
 		NsPerPacket: float64(in.elapsed.Nanoseconds()) / float64(in.steady),
 		Allocs:      in.ms1.Mallocs - in.ms0.Mallocs,
+		Generator:   gen,
+	}
+	if in.nic != nil {
+		row.GeneratorWaits = in.nic.waitShare()
 	}
 	if in.cpuElapsed > 0 {
 		row.CPUNsPerPacket = float64(in.cpuElapsed.Nanoseconds()) / float64(in.steady)

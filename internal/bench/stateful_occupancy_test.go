@@ -25,7 +25,7 @@ func BenchmarkStatefulOccupancy(b *testing.B) {
 					name, config string
 					to           *[]float64
 				}{{"base", statefulBasePipeline(), &base}, {"stateful", statefulPipeline, &st}} {
-					r, err := onCPU(cpu, func() (Row, error) { return statefulRow(c.config, flows, 20_000_000) })
+					r, err := onCPU(cpu, func() (Row, error) { return statefulRow(c.config, flows, 20_000_000, DefaultGeneratorCPU(cpu)) })
 					if err != nil {
 						b.Fatal(err)
 					}

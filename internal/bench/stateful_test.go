@@ -17,7 +17,7 @@ import (
 // and the baseline row runs over the same generator.
 func TestStatefulRow(t *testing.T) {
 	const flows, steady = 20_000, 400_000
-	r, err := statefulRow(statefulPipeline, flows, steady)
+	r, err := statefulRow(statefulPipeline, flows, steady, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestStatefulRow(t *testing.T) {
 	if r.Allocs > 16 {
 		t.Fatalf("%d allocations in the steady phase of %d packets", r.Allocs, steady)
 	}
-	b, err := statefulRow(statefulBasePipeline(), flows, steady)
+	b, err := statefulRow(statefulBasePipeline(), flows, steady, -1)
 	if err != nil || b.Packets != steady {
 		t.Fatalf("baseline row %+v %v", b, err)
 	}
@@ -78,7 +78,7 @@ func BenchmarkStatefulRows(b *testing.B) {
 			config string
 			to     *[]float64
 		}{{statefulBasePipeline(), &base}, {statefulPipeline, &st}} {
-			r, err := onCPU(cpu, func() (Row, error) { return statefulRow(c.config, StatefulFlows, 20_000_000) })
+			r, err := onCPU(cpu, func() (Row, error) { return statefulRow(c.config, StatefulFlows, 20_000_000, DefaultGeneratorCPU(cpu)) })
 			if err != nil {
 				b.Fatal(err)
 			}
