@@ -140,8 +140,11 @@ func Run(ctx context.Context, o Options, log io.Writer) (Result, error) {
 	if o.Repeats < 1 {
 		return res, fmt.Errorf("repeats %d: must be at least 1", o.Repeats)
 	}
+	if o.GeneratorCPU < -1 {
+		return res, fmt.Errorf("generator cpu %d: must be a CPU number, or -1 for no such row", o.GeneratorCPU)
+	}
 	if o.StatefulFlows > 0 && o.GeneratorCPU >= 0 && o.GeneratorCPU == o.CPU {
-		return res, fmt.Errorf("generator cpu %d is the rows' cpu: give another, or -1 to write the packets in-core", o.GeneratorCPU)
+		return res, fmt.Errorf("generator cpu %d is the rows' cpu: give another, or -1 to leave the reference row out", o.GeneratorCPU)
 	}
 	if o.Capture == "" {
 		// The baselines and testpmd read a file: write the embedded
