@@ -44,6 +44,12 @@ type nicGen struct {
 	// batches counts them all. A row whose receives waited often measured
 	// the NIC thread, not the pipeline: Row.GeneratorWaits says how often.
 	waits, batches uint64
+	// oneP is set where the two threads share the runtime's only P
+	// (GOMAXPROCS 1): then a waiting thread yields it. With more, neither
+	// ever does: a locked thread's Gosched hands its P to another thread,
+	// which the runtime may have to create (allocations in the measured
+	// phase, seen in TestStatefulRowNICGen under load).
+	oneP bool
 	// left is the frames the NIC thread held when it was stopped early
 	// (read after done): drain frees them with the rings'.
 	left    []rings.Desc
@@ -75,7 +81,7 @@ func startNICGen(a *rings.Arena, rx *flowPort, cpu int) (*nicGen, error) {
 		return nil, err
 	}
 	gen := newFlowPort(a, rx.flows, rx.steady)
-	g := &nicGen{gen: gen, a: a, fill: fill, rx: rxr, total: gen.warm + gen.steady, done: make(chan struct{})}
+	g := &nicGen{gen: gen, a: a, fill: fill, rx: rxr, total: gen.warm + gen.steady, done: make(chan struct{}), oneP: runtime.GOMAXPROCS(0) < 2}
 	for i := range g.scratch {
 		g.scratch[i].Len = flowPacketLen
 	}
@@ -125,10 +131,10 @@ func (g *nicGen) run(cpu int, started chan<- error) {
 	}
 }
 
-// idle is a spin of a waiting NIC thread: it yields now and then (so that
-// a collection can stop it) and says whether the row has asked it to stop.
+// idle is a spin of a waiting NIC thread: it says whether the row has
+// asked it to stop (and yields the P now and then where there is one).
 func (g *nicGen) idle(spins *int) bool {
-	if *spins++; *spins&1023 == 0 {
+	if *spins++; g.oneP && *spins&1023 == 0 {
 		runtime.Gosched()
 	}
 	return g.stop.Load()
@@ -169,7 +175,9 @@ func (g *nicGen) receive(dst []rings.Desc, steady bool) (int, error) {
 			}
 			continue
 		}
-		runtime.Gosched() // where the two threads share a CPU
+		if g.oneP {
+			runtime.Gosched()
+		}
 		select {
 		case <-g.done:
 			if k = g.rx.Dequeue(dst[n:]); k == 0 {
