@@ -17,7 +17,8 @@ var memRoom = meminfo.Available
 // CheckTableMemory refuses, with the figures and the fix, stage tables
 // of need bytes for a pipeline's runners (the sum over them) that would
 // not fit in what this process can still take (internal/meminfo: the
-// kernel's MemAvailable, or the room under a cgroup's memory.max):
+// kernel's MemAvailable, or the room under a cgroup's memory limit, v2
+// memory.max or v1 memory.limit_in_bytes):
 // allocated anyway, they would end in the OOM killer or the Go runtime's
 // fatal "out of memory" when the workers first run, after the load or
 // swap had been accepted. Where the room cannot be read nothing is

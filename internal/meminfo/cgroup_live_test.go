@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,46 +125,29 @@ func availableChild() {
 // cgroup v2 root where it has the memory controller (enabling it for
 // children if need be), else under the v1 memory hierarchy.
 func makeMemoryCgroup(name string, limit uint64) (dir string, v1 bool, err error) {
-	const v2 = "/sys/fs/cgroup"
-	if c, err := os.ReadFile(filepath.Join(v2, "cgroup.controllers")); err == nil && hasField(string(c), "memory") {
-		sub := filepath.Join(v2, "cgroup.subtree_control")
-		if s, err := os.ReadFile(sub); err == nil && !hasField(string(s), "memory") {
+	const v2root, v1root = "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
+	parent, files := v2root, v2Files
+	if c, err := os.ReadFile(filepath.Join(v2root, "cgroup.controllers")); err == nil && slices.Contains(strings.Fields(string(c)), "memory") {
+		sub := filepath.Join(v2root, "cgroup.subtree_control")
+		if s, err := os.ReadFile(sub); err == nil && !slices.Contains(strings.Fields(string(s)), "memory") {
 			if err := os.WriteFile(sub, []byte("+memory"), 0o644); err != nil {
 				return "", false, fmt.Errorf("enable the memory controller in %s: %w", sub, err)
 			}
 		}
-		dir = filepath.Join(v2, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return "", false, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(strconv.FormatUint(limit, 10)), 0o644); err != nil {
-			os.Remove(dir)
-			return "", false, err
-		}
-		return dir, false, nil
-	}
-	const v1root = "/sys/fs/cgroup/memory"
-	if _, err := os.Stat(filepath.Join(v1root, "memory.limit_in_bytes")); err != nil {
+	} else if _, err := os.Stat(filepath.Join(v1root, v1Files.limit)); err == nil {
+		parent, files, v1 = v1root, v1Files, true
+	} else {
 		return "", false, errors.New("no memory controller: neither /sys/fs/cgroup (v2) has it nor /sys/fs/cgroup/memory (v1) exists")
 	}
-	dir = filepath.Join(v1root, name)
+	dir = filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", false, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.FormatUint(limit, 10)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, files.limit), []byte(strconv.FormatUint(limit, 10)), 0o644); err != nil {
 		os.Remove(dir)
 		return "", false, err
 	}
-	return dir, true, nil
-}
-
-func hasField(s, f string) bool {
-	for _, x := range strings.Fields(s) {
-		if x == f {
-			return true
-		}
-	}
-	return false
+	return dir, v1, nil
 }
 
 // removeCgroup removes dir once its processes are gone (the child has

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -184,10 +185,10 @@ func cgroup1Dir(cgroupPath, mountinfoPath string) (dir, mount string, ok bool) {
 			continue
 		}
 		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" || !hasOption(qf[2], "memory") {
+		if len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" || !slices.Contains(strings.Split(qf[2], ","), "memory") {
 			continue
 		}
-		root, point := filepath.Clean(pf[3]), unescapeMount(pf[4])
+		root, point := filepath.Clean(unescapeMount(pf[3])), unescapeMount(pf[4])
 		rel := path
 		if root != "/" {
 			if path != root && !strings.HasPrefix(path, root+"/") {
@@ -204,17 +205,8 @@ func cgroup1Dir(cgroupPath, mountinfoPath string) (dir, mount string, ok bool) {
 	return "", "", false
 }
 
-func hasOption(opts, want string) bool {
-	for _, o := range strings.Split(opts, ",") {
-		if o == want {
-			return true
-		}
-	}
-	return false
-}
-
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space and
-// the like) in a mount point.
+// the like) in a mount's root or mount point.
 func unescapeMount(s string) string {
 	if !strings.Contains(s, "\\") {
 		return s

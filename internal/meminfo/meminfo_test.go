@@ -132,6 +132,15 @@ func TestAvailableCgroup1(t *testing.T) {
 	if r, _ := available(p); r.Bytes != 3000000000 || r.Source != "cgroup v1 / memory.limit_in_bytes" {
 		t.Fatalf("container's v1 limit: %+v", r)
 	}
+	// A mount root with a space, escaped in mountinfo as the mount
+	// point is.
+	write(t, cg, "4:memory:/docker/c tr\n")
+	write(t, mounts, "35 31 0:32 /docker/c\\040tr "+esc+" ro - cgroup cgroup rw,memory\n")
+	if r, _ := available(p); r.Bytes != 3000000000 || r.Source != "cgroup v1 / memory.limit_in_bytes" {
+		t.Fatalf("escaped mount root: %+v", r)
+	}
+	write(t, cg, "4:memory:/docker/ctr\n")
+	write(t, mounts, "35 31 0:32 /docker/ctr "+esc+" ro - cgroup cgroup rw,memory\n")
 	// A path outside the mount's root, or climbing out with .., is not
 	// taken; nor is a memory line with no memory mount.
 	for _, line := range []string{"4:memory:/docker/other\n", "4:memory:/docker/ctr/../../etc\n"} {
