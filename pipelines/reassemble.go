@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 
 	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
@@ -21,7 +22,9 @@ import (
 // forwarded as they are, and each later fragment gets its datagram's
 // ports (TCP/UDP/SCTP ports; ICMP type, code and identifier as the parse
 // stage writes them) in Meta.SrcPort/DstPort with rings.FlagVirtualL4,
-// from the first fragment, so that ACL, conntrack, NAT, balance and count
+// and its upper-layer protocol in Meta.IPProto (an IPv6 later fragment's
+// fragment header may name an extension header), from the first
+// fragment, so that ACL, conntrack, NAT, balance and count
 // treat every fragment of a datagram alike. A stage cannot hold a frame
 // across batches, so a later fragment that arrives before its datagram's
 // first is dropped (drop:frag_no_first); use full mode on paths that
@@ -47,15 +50,22 @@ import (
 //     FragmentSmack): drop:frag_overlap (an exact duplicate of a
 //     fragment is dropped alone, the datagram kept, as Linux does);
 //   - inconsistency: a non-last fragment whose payload is not a multiple
-//     of 8, a fragment past the datagram's end, two different ends, or a
-//     datagram over 65535 bytes: drop:frag_inconsistent;
+//     of 8, a fragment past the datagram's end, two different ends, a
+//     datagram over 65535 bytes with its unfragmentable header (IPv4's
+//     total length, IPv6's payload length), or a fragment the parse stage
+//     reads otherwise (a fragment header inside a fragment):
+//     drop:frag_inconsistent;
 //   - more than max_fragments fragments: drop:frag_too_many;
-//   - a first fragment that does not hold the whole L4 header (RFC 1858,
-//     RFC 7112 for IPv6) or an IPv4 fragment at offset 8 (the TCP flags
+//   - a first fragment that does not hold the whole header chain through
+//     the L4 header (extension headers and AH included: RFC 1858, RFC 7112,
+//     RFC 8200 4.5) or an IPv4 fragment at offset 8 (the TCP flags
 //     overwrite of RFC 1858): drop:frag_tiny.
 //
 // A datagram whose first fragment came more than timeout ago is
-// forgotten (its later fragments are then fragments with no first). A
+// forgotten (its later fragments are then fragments with no first). The
+// clock is the fragments' Meta.Time, kept in 64 bits (see advance): time
+// going back by less than timeout is ignored, by more (or a 32-bit wrap
+// after 24.9 days without fragments) expires every datagram. A
 // full table evicts the datagram nearest to its timeout among the 8 at
 // the sweep hand. Non-fragments pass untouched.
 //
@@ -202,8 +212,12 @@ type raKey struct {
 	v6       bool
 }
 
-func (k *raKey) hash() uint32 {
-	h := uint64(ctSeed) ^ uint64(k.id)<<8 ^ uint64(k.proto)
+// hash is the key's index hash under the stage's seed (random per stage
+// instance: every field of a key is the sender's to choose, so a hash
+// anyone can compute from the source would let a sender pick keys that
+// all probe one cluster of the index).
+func (k *raKey) hash(seed uint64) uint32 {
+	h := seed ^ uint64(k.id)<<8 ^ uint64(k.proto)
 	h = balanceMix(h, binary.LittleEndian.Uint64(k.src[0:8]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(k.dst[0:8]))
 	if k.v6 {
@@ -216,11 +230,13 @@ func (k *raKey) hash() uint32 {
 // raRec is one datagram in reassembly.
 type raRec struct {
 	key     raKey
-	expires uint32
+	expires uint64 // on the stage's clock (raStage.now)
 	total   uint32 // payload length, known from the last fragment (haveLast)
 	got     uint32 // payload bytes received
 	sport   uint16 // the first fragment's ports (Meta's values)
 	dport   uint16
+	uhl     uint16 // the first fragment's unfragmentable header length (IPv4 header; IPv6 extension headers before the fragment header)
+	l4proto uint8  // the first fragment's upper-layer protocol (Meta.IPProto)
 	hdrLen  uint16 // full mode: the kept headers' length
 	l3Off   uint16 // full mode: where the IP header starts in them
 	nhOff   uint16 // full mode, IPv6: the byte that names the fragment header
@@ -247,7 +263,12 @@ type raStage struct {
 	slots  uint64
 	free   []uint32
 	hand   int
-	now    uint32
+	seed   uint64 // raKey.hash's seed
+	// now is the stage's clock in ms: 64 bits, so that it never wraps,
+	// moved on by the packets' 32-bit times (last is the latest seen;
+	// see advance).
+	now    uint64
+	last   uint32
 	nowSet bool
 	c      [raNumCounters]uint64
 	bytes  [raNumCounters]uint64
@@ -273,6 +294,26 @@ func (s *raStage) setup() {
 	for i := range s.free {
 		s.free[i] = uint32(t.maxDg - 1 - i)
 	}
+	s.seed = rand.Uint64()
+}
+
+// advance moves the clock by packet time ms (Meta.Time: ms, wrapping
+// every 49.7 days). Time that goes back by less than the timeout (packets
+// of one vector out of order, a short replay loop) leaves the clock as it
+// is. Time that is more than the timeout behind the latest seen is taken
+// as the 32-bit clock's wrap (ms is more than 2^31 ms, 24.9 days, ahead:
+// no fragment came for that long) or a clock that started over (a replay
+// begun again): the clock moves on by the forward distance, past every
+// datagram's timeout, so none outlives it.
+func (s *raStage) advance(ms uint32) {
+	if !s.nowSet {
+		s.now, s.last, s.nowSet = uint64(ms), ms, true
+		return
+	}
+	if d := ms - s.last; int32(d) > 0 || int32(d) < -int32(s.t.timeout) {
+		s.now += uint64(d)
+		s.last = ms
+	}
 }
 
 func (s *raStage) KeepsLength() bool { return !s.t.full }
@@ -294,9 +335,7 @@ func (s *raStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			next[k] = raNext
 			continue
 		}
-		if !s.nowSet || int32(m.Time-s.now) > 0 {
-			s.now, s.nowSet = m.Time, true
-		}
+		s.advance(m.Time)
 		e := s.fragment(b, int(i), m)
 		if e != raNext {
 			s.count(int(e), b.Descs[i].Len)
@@ -312,6 +351,7 @@ type raFrag struct {
 	more       bool
 	payload    int // offset of the fragment's payload in the packet
 	hdrEnd     int // IPv6: the fragment header's offset (end of the unfragmentable part)
+	uhl        int // the unfragmentable header's length: IPv4's header, IPv6's extension headers before the fragment header
 	nhOff      int // IPv6: the byte that names the fragment header
 	nextHeader uint8
 }
@@ -340,6 +380,7 @@ func readFrag(p []byte, m *rings.Meta, f *raFrag) bool {
 		f.end = f.off + uint32(tot-ihl)
 		f.more = fo&0x2000 != 0
 		f.payload = l3 + ihl
+		f.uhl = ihl
 		return true
 	}
 	// IPv6: find the fragment header.
@@ -375,6 +416,7 @@ func readFrag(p []byte, m *rings.Meta, f *raFrag) bool {
 			f.payload = o + 8
 			f.hdrEnd = o
 			f.nhOff = nhOff
+			f.uhl = o - (l3 + ipv6HdrLen)
 			return true
 		}
 		return false
@@ -414,7 +456,7 @@ func (s *raStage) insert(r int, h uint32) {
 // release forgets record r (backward-shift deletion from the index).
 func (s *raStage) release(r int) {
 	rec := &s.recs[r]
-	h := rec.key.hash()
+	h := rec.key.hash(s.seed)
 	want := uint64(h)<<32 | uint64(r+1)
 	i := probeHome(h, s.slots)
 	for s.idx[i] != want {
@@ -435,13 +477,13 @@ func (s *raStage) release(r int) {
 // take returns a fresh record for k, evicting one when the table is full.
 func (s *raStage) take(k *raKey, h uint32) int {
 	if len(s.free) == 0 {
-		best, bestLeft := -1, int32(0)
+		best, bestLeft := -1, int64(0)
 		for range min(8, len(s.recs)) {
 			r := s.hand
 			if s.hand++; s.hand == len(s.recs) {
 				s.hand = 0
 			}
-			if left := int32(s.recs[r].expires - s.now); best < 0 || left < bestLeft {
+			if left := int64(s.recs[r].expires - s.now); best < 0 || left < bestLeft {
 				best, bestLeft = r, left
 			}
 		}
@@ -456,7 +498,7 @@ func (s *raStage) take(k *raKey, h uint32) int {
 	}
 	r := int(s.free[len(s.free)-1])
 	s.free = s.free[:len(s.free)-1]
-	s.recs[r] = raRec{key: *k, flags: raFUsed, expires: s.now + s.t.timeout}
+	s.recs[r] = raRec{key: *k, flags: raFUsed, expires: s.now + uint64(s.t.timeout)}
 	s.insert(r, h)
 	return r
 }
@@ -477,9 +519,9 @@ func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
 	if !readFrag(p, m, &f) {
 		return raInconsistent
 	}
-	h := f.key.hash()
+	h := f.key.hash(s.seed)
 	r := s.lookup(&f.key, h)
-	if r >= 0 && int32(s.now-s.recs[r].expires) >= 0 {
+	if r >= 0 && s.now >= s.recs[r].expires {
 		s.c[racExpiries]++
 		s.live.mark(racExpiries)
 		s.release(r)
@@ -503,30 +545,49 @@ func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
 	if rec.flags&raFPoisoned != 0 {
 		return rec.poison
 	}
-	// Tiny fragments (RFC 1858, RFC 7112): a first fragment must hold its
-	// whole L4 header; an IPv4 fragment at offset 8 could rewrite TCP's
-	// flags.
-	if first && m.Flags&rings.FlagL4 == 0 && l4HasHeader(f.key.proto) {
+	// The parse stage must read the fragment as this does: a first
+	// fragment by its first fragment header is a later one by a second
+	// fragment header inside it (or an atomic fragment's), which RFC 8200
+	// does not allow and which would hide the header chain.
+	if first != (m.Flags&rings.FlagFirstFrag != 0) {
+		return s.poison(r, raInconsistent)
+	}
+	// Tiny fragments (RFC 1858, RFC 7112, RFC 8200 4.5): a first fragment
+	// must hold its whole header chain through the L4 header: the parse
+	// stage reached an upper-layer header (m.IPProto is not an extension
+	// header or AH where it stopped) and read all of it. (An IPv4
+	// fragment at offset 8 could rewrite TCP's flags: above.)
+	if first && m.Flags&rings.FlagL4 == 0 && (l4HasHeader(m.IPProto) || isIPv6Ext(m.IPProto)) {
 		return s.poison(r, raTiny)
 	}
+	// The datagram, its unfragmentable header included (the first
+	// fragment's where known), may not pass 65535 bytes: IPv4's total
+	// length, IPv6's payload length (RFC 791, RFC 8200 4.5).
+	uhl := uint32(max(f.uhl, int(rec.uhl)))
 	switch {
-	case f.end > 65535, f.end <= f.off && f.more,
+	case uhl+f.end > 65535, rec.flags&raFLast != 0 && uhl+rec.total > 65535,
+		f.end <= f.off && f.more,
 		f.more && (f.end-f.off)%8 != 0,
 		rec.flags&raFLast != 0 && (f.end > rec.total || !f.more && f.end != rec.total):
 		return s.poison(r, raInconsistent)
 	}
+	rs := s.ranges[r*s.t.maxFrag : r*s.t.maxFrag+int(rec.nfrag)]
+	if first && rec.got > 0 {
+		// The first fragment's header with the bytes already seen.
+		for _, rg := range rs {
+			if uhl+rg&0xffff+1 > 65535 {
+				return s.poison(r, raInconsistent)
+			}
+		}
+	}
 	if !f.more && rec.got > 0 {
 		// The end must lie past every byte seen so far.
-		for _, rg := range s.ranges[r*s.t.maxFrag : r*s.t.maxFrag+int(rec.nfrag)] {
+		for _, rg := range rs {
 			if rg&0xffff >= f.end {
 				return s.poison(r, raInconsistent)
 			}
 		}
 	}
-	if int(rec.nfrag) >= s.t.maxFrag {
-		return s.poison(r, raTooMany)
-	}
-	rs := s.ranges[r*s.t.maxFrag : r*s.t.maxFrag+int(rec.nfrag)]
 	for _, rg := range rs {
 		lo, last := rg>>16, rg&0xffff
 		if f.off == lo && f.end == last+1 {
@@ -535,6 +596,9 @@ func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
 		if f.off <= last && f.end > lo && f.end > f.off {
 			return s.poison(r, raOverlap)
 		}
+	}
+	if f.end > f.off && int(rec.nfrag) >= s.t.maxFrag {
+		return s.poison(r, raTooMany)
 	}
 	if f.end > f.off {
 		s.ranges[r*s.t.maxFrag+int(rec.nfrag)] = f.off<<16 | (f.end - 1)
@@ -548,6 +612,7 @@ func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
 	if first {
 		rec.flags |= raFFirst
 		rec.sport, rec.dport = m.SrcPort, m.DstPort
+		rec.uhl, rec.l4proto = uint16(f.uhl), m.IPProto
 	}
 	if s.t.full {
 		return s.merge(b, i, m, p, &f, r)
@@ -558,6 +623,7 @@ func (s *raStage) fragment(b *rings.Batch, i int, m *rings.Meta) Edge {
 			return raNoFirst
 		}
 		m.SrcPort, m.DstPort = rec.sport, rec.dport
+		m.IPProto = rec.l4proto // IPv6: not the fragment header's next header, which may be an extension header
 		m.Flags |= rings.FlagVirtualL4
 		s.count(racVirtual, uint32(len(p)))
 	}
