@@ -385,6 +385,9 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 		s.releaseHeld()
 	}
 	t.vec, t.cur, t.begun, t.stamped = idx, &s.cur, 0, 0
+	if !t.nowSet && len(idx) > 0 {
+		t.start(b.Meta[idx[0]].Time) // track's advance needs a clock
+	}
 	if r := s.req.Load(); r != nil {
 		s.serve(r)
 	}
@@ -471,6 +474,7 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 	t := s.tab
 	meta := b.Meta             // in a register: the stores to hint could alias b's
 	hints := s.hint[:len(idx)] // no bounds checks in the loop
+	seed := t.seed
 	for j, i := range idx {
 		m := &meta[i]
 		hints[j] = 0
@@ -479,7 +483,7 @@ func (s *ctStage) hashes(b *rings.Batch, idx []uint16) {
 		}
 		var h uint32
 		if m.Flags&rings.FlagIPv6 == 0 {
-			h = ctHash4(ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
+			h = ctHash4(seed, ctAddrWord(&m.SrcIP, &m.DstIP), ctPortWord(m.SrcPort, m.DstPort, m.IPProto, s.zone(m)))
 		} else {
 			h = s.hash6(m)
 		}
@@ -498,7 +502,7 @@ func (s *ctStage) hash6(m *rings.Meta) uint32 {
 	var k ctTuple
 	ctAddrs(m, &k)
 	k.proto, k.zone, k.sport, k.dport = m.IPProto, s.zone(m), m.SrcPort, m.DstPort
-	return k.hash()
+	return k.hash(s.tab.seed)
 }
 
 // candidates finds each of the chunk's first n packets' slot in the
@@ -765,7 +769,7 @@ func (s *ctStage) find(k *ctTuple, want int8) (e uint32, dir uint8, ok bool) {
 			}
 		}
 	} else {
-		h = k.hash()
+		h = k.hash(t.seed)
 	}
 	if !ok {
 		e, dir, ok = t.lookup(k, h, want)
@@ -1150,6 +1154,12 @@ func (s *ctStage) laterFragment(b *rings.Batch, i int, m *rings.Meta, k *ctTuple
 func (s *ctStage) Commit(b *rings.Batch) {
 	t := s.tab
 	for _, f := range s.fresh {
+		if f.e != ctFreshDead && int(f.i) < len(b.Meta) && b.Meta[f.i].Verdict == rings.VerdictDrop {
+			s.adopt(b)
+			break
+		}
+	}
+	for _, f := range s.fresh {
 		if f.e == ctFreshDead {
 			continue
 		}
@@ -1173,6 +1183,46 @@ func (s *ctStage) Commit(b *rings.Batch) {
 	}
 	if t != nil {
 		t.vec, t.begun, t.stamped = nil, 0, 0 // the vectors are through: nothing pinned
+	}
+}
+
+// adopt gives a flow created in this batch whose first packet was
+// dropped the first later packet of the batch tracked to it that was not
+// as its creator, if that packet is of the original direction and new
+// (a reply, or an ICMP error related to the flow, does not count: a SYN
+// a rule drops must leave no state that could admit a forged reply): that
+// packet left (translated, with nat), so the flow is confirmed as if
+// that packet had made it (Linux confirms the flow of the packet that
+// got through). Commit calls it only when a creator was dropped. One
+// pass over the batch: the pin stamps, free once the vectors are
+// through, map a tentative entry to its place in fresh for the pass.
+func (s *ctStage) adopt(b *rings.Batch) {
+	t := s.tab
+	for j, f := range s.fresh {
+		if f.e != ctFreshDead {
+			t.pin[f.e] = uint16(j)
+		}
+	}
+	meta := b.Meta
+	for i := range meta {
+		m := &meta[i]
+		if i >= len(s.cur) || m.Verdict == rings.VerdictDrop || s.cur[i] == 0 || s.curSeq[i] != m.Seq ||
+			m.CT&(rings.CTStateMask|rings.CTReply) != rings.CTNew {
+			continue
+		}
+		e := s.cur[i] - 1
+		if t.ent[e].status&ctStTentative == 0 {
+			continue
+		}
+		j := int(t.pin[e])
+		if j < len(s.fresh) && s.fresh[j].e == e && int(s.fresh[j].i) < len(meta) && meta[s.fresh[j].i].Verdict == rings.VerdictDrop {
+			s.fresh[j].i = uint16(i)
+		}
+	}
+	for _, f := range s.fresh {
+		if f.e != ctFreshDead {
+			t.pin[f.e] = t.gen // this vector's: lapses with it
+		}
 	}
 }
 

@@ -29,6 +29,18 @@ var icmp4Req = func() (p [256]uint8) {
 	return p
 }()
 
+// ICMPReplyType returns the type of the reply to ICMP (ICMPv6 with v6)
+// query type t, and false when t is no query type conntrack tracks: what
+// a listing prints for a flow's reply direction, which is keyed by the
+// request's type.
+func ICMPReplyType(t uint8, v6 bool) (uint8, bool) {
+	pair := &icmp4Pair
+	if v6 {
+		pair = &icmp6Pair
+	}
+	return pair[t] - 1, pair[t] != 0
+}
+
 var icmp6Pair = func() (p [256]uint8) {
 	for _, rr := range [][2]uint8{{128, 129}, {139, 140}} {
 		p[rr[0]] = rr[1] + 1

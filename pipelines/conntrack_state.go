@@ -61,7 +61,7 @@ func (s *ctStage) setup() {
 		if old == nil {
 			continue
 		}
-		s.tab.advance(old.now)
+		s.tab.start(old.now)
 		for e := range old.ent {
 			en := &old.ent[e]
 			if en.status&ctStUsed == 0 {

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"unsafe"
 
 	"github.com/warpflow/warpflow/internal/hugemem"
@@ -229,14 +230,15 @@ type ctTuple struct {
 	v6           bool
 }
 
-// hash returns the tuple's directional 32-bit hash. (An index slot is
-// never 0 whatever the hash: its low half holds entry+1.)
-func (t *ctTuple) hash() uint32 {
+// hash returns the tuple's directional 32-bit hash under seed (a table's
+// is ctTable.seed). (An index slot is never 0 whatever the hash: its low
+// half holds entry+1.)
+func (t *ctTuple) hash(seed uint64) uint32 {
 	ports := ctPortWord(t.sport, t.dport, t.proto, t.zone)
 	if !t.v6 {
-		return ctHash4(ctAddrWord(&t.src, &t.dst), ports)
+		return ctHash4(seed, ctAddrWord(&t.src, &t.dst), ports)
 	}
-	h := balanceMix(ctSeed^1, binary.LittleEndian.Uint64(t.src[0:8]))
+	h := balanceMix(seed^1, binary.LittleEndian.Uint64(t.src[0:8]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[0:8]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(t.src[8:16]))
 	h = balanceMix(h, binary.LittleEndian.Uint64(t.dst[8:16]))
@@ -249,8 +251,8 @@ func (t *ctTuple) hash() uint32 {
 // metadata, without building the tuple; in three pieces each is small
 // enough to inline there (one function of it was not, and its call cost
 // the pass a dozen instructions a packet of registers saved around it).
-func ctHash4(addrs, ports uint64) uint32 {
-	return balanceFinal(balanceMix(balanceMix(ctSeed, addrs), ports))
+func ctHash4(seed, addrs, ports uint64) uint32 {
+	return balanceFinal(balanceMix(balanceMix(seed, addrs), ports))
 }
 
 // ctAddrWord is an IPv4 tuple's addresses (bytes 0-3 of src and dst) as
@@ -264,6 +266,10 @@ func ctPortWord(sport, dport uint16, proto uint8, zone uint16) uint64 {
 	return uint64(sport)<<16 | uint64(dport) | uint64(proto)<<32 | uint64(zone)<<40
 }
 
+// ctSeed is the seed of the hashes that must be the same in every run:
+// the nat stage's port choice (replay gives the same translations every
+// run, and live the same as replay) and the engine's steering. A table's
+// index hashes under a seed of its own (ctTable.seed).
 const ctSeed = 0x3c6ef372fe94f82b
 
 // ctTable is one worker's flow table.
@@ -276,7 +282,16 @@ type ctTable struct {
 	ent    []ctEntry
 	idx    []uint64 // hash<<32 | (entry+1)<<1 | dir; 0 is empty
 	slots  uint64
-	free   uint32 // first free entry + 1; 0: none
+	// seed is the index's hash seed, random per table (kept with the
+	// table across swaps): every field of a tuple is the sender's to
+	// choose, and with a hash anyone can compute from the source a sender
+	// could pick tuples that all probe one cluster of the index, making
+	// every lookup there a walk of it (Linux seeds its conntrack hash
+	// at random for the same reason). Where entries sit in the index is
+	// all it decides: what a lookup finds, and so every verdict, class
+	// and translation, is the same under any seed.
+	seed uint64
+	free uint32 // first free entry + 1; 0: none
 	// unused is the first entry never handed out: those from it on are
 	// on no list, zero (not in use), and their pages untouched.
 	unused uint32
@@ -313,7 +328,8 @@ type ctTable struct {
 	cur     *[rings.MaxBatch]uint32
 	begun   int
 	stamped int
-	// nowSet says now holds a time: the first packet sets it outright.
+	// nowSet says now holds a time: the first packet sets it outright
+	// (start).
 	nowSet bool
 }
 
@@ -328,16 +344,68 @@ func newCTTable(size int) *ctTable {
 	t.ent, t.idx = t.entMem.S, t.idxMem.S
 	t.pin = make([]uint16, size)
 	t.slots = uint64(len(t.idx))
+	t.seed = rand.Uint64()
 	return t
 }
 
 // advance moves the clock to ms unless that is behind it (a looping
-// replay goes back in time: the table keeps its clock).
+// replay goes back in time: the table keeps its clock), or more than
+// ctClockBack behind it: that is no step back but a discontinuity, which
+// jump takes. The clock must be set (start): Process starts it with its
+// vector's first packet, so that this stays small enough to inline in
+// track.
 func (t *ctTable) advance(ms uint32) {
+	// The difference spelled twice, not kept in a variable: that costs
+	// the inliner one node more than its budget.
+	if int32(ms-t.now) > 0 {
+		t.now = ms
+	} else if int32(ms-t.now) < -ctClockBack {
+		t.jump(ms)
+	}
+}
+
+// start sets the clock to ms if it has no time yet, else advances it.
+func (t *ctTable) start(ms uint32) {
 	if !t.nowSet {
 		t.now, t.nowSet, t.sweptAt = ms, true, ms
-	} else if int32(ms-t.now) > 0 {
-		t.now = ms
+		return
+	}
+	t.advance(ms)
+}
+
+// ctClockBack is the largest step back (ms) the clock ignores: 2^30 ms,
+// 12.4 days, the longest timeout (ctMaxTimeout). Expiries are compared
+// by signed 32-bit difference, right while the clock is less than 2^31
+// ms past them; an entry's expiry is at most ctClockBack ahead of the
+// clock, so a forward step of up to 2^31 ms leaves every comparison
+// right. A packet time more than ctClockBack behind the clock is most
+// likely one 2^31 ms (24.9 days) or more ahead of it, its 32-bit
+// difference wrapped (a worker that saw no packet for that long), or a
+// clock that started over (a replay of another capture): either way
+// the entries' expiries no longer compare right against it.
+const ctClockBack = 1 << 30
+
+// jump sets the clock to ms after a discontinuity (see advance) and
+// expires every entry, as a gap that long would have: the sweep and the
+// lookups that meet them remove them as they do expired ones (the
+// tracked packets of the vector keep theirs: pinned). An entry made in
+// this batch (tentative) keeps what was left of its timeout: its flow
+// began after the gap. One pass over the entries ever used, at most once
+// per such gap.
+//
+//go:noinline
+func (t *ctTable) jump(ms uint32) {
+	was := t.now
+	t.now = ms
+	for e := range t.ent[:t.unused] {
+		en := &t.ent[e]
+		switch {
+		case en.status&ctStUsed == 0:
+		case en.status&ctStTentative != 0:
+			en.expires = ms + max(en.expires-was, 0)
+		default:
+			en.expires = ms
+		}
 	}
 }
 
@@ -478,9 +546,9 @@ func (t *ctTable) add(e uint32) {
 	en := &t.ent[e]
 	var k ctTuple
 	t.tupleOf(en, 0, &k)
-	t.insertSlot(e, 0, k.hash())
+	t.insertSlot(e, 0, k.hash(t.seed))
 	t.tupleOf(en, 1, &k)
-	t.insertSlot(e, 1, k.hash())
+	t.insertSlot(e, 1, k.hash(t.seed))
 	t.n++
 }
 
@@ -497,9 +565,9 @@ func (t *ctTable) unlink(e uint32) {
 	en := &t.ent[e]
 	var k ctTuple
 	t.tupleOf(en, 0, &k)
-	t.deleteSlot(e, 0, k.hash())
+	t.deleteSlot(e, 0, k.hash(t.seed))
 	t.tupleOf(en, 1, &k)
-	t.deleteSlot(e, 1, k.hash())
+	t.deleteSlot(e, 1, k.hash(t.seed))
 	en.status &^= ctStUsed
 	t.n--
 }
@@ -518,7 +586,7 @@ func (t *ctTable) rekeyReply(e uint32, oldHash uint32) {
 	t.deleteSlot(e, 1, oldHash)
 	var k ctTuple
 	t.tupleOf(&t.ent[e], 1, &k)
-	t.insertSlot(e, 1, k.hash())
+	t.insertSlot(e, 1, k.hash(t.seed))
 }
 
 // victim finds an entry to evict for a new flow: among ctEvictScan

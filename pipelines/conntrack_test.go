@@ -27,7 +27,7 @@ func (s *sfRig) ctFlow(proto uint8, src string, sport uint16, dst string, dport 
 	m := stMeta(sfUDP(s.t, src, dst, sport, dport, 0))
 	ctAddrs(&m, &k)
 	k.proto, k.sport, k.dport = proto, sport, dport
-	e, dir, ok := t.lookup(&k, k.hash(), -1)
+	e, dir, ok := t.lookup(&k, k.hash(t.seed), -1)
 	if !ok || dir != 0 {
 		return nil, false
 	}
@@ -422,13 +422,13 @@ func TestConntrackIndexChurn(t *testing.T) {
 	}
 	for p := range uint16(700) {
 		k := key(p)
-		e, dir, ok := tab.lookup(&k, k.hash(), -1)
+		e, dir, ok := tab.lookup(&k, k.hash(tab.seed), -1)
 		want, in := live[p]
 		if ok != in || ok && (e != want || dir != 0) {
 			t.Fatalf("port %d: lookup (%d %d %v), map (%d %v)", p, e, dir, ok, want, in)
 		}
 		k.invert()
-		if _, dir, ok := tab.lookup(&k, k.hash(), -1); ok != in || ok && dir != 1 {
+		if _, dir, ok := tab.lookup(&k, k.hash(tab.seed), -1); ok != in || ok && dir != 1 {
 			t.Fatalf("port %d reply: %v %d", p, ok, dir)
 		}
 	}

@@ -238,6 +238,11 @@ func parseNATRule(c *BuildContext, n *yaml.Node, what string, dnat bool) (natSes
 			ok = false
 			continue
 		}
+		if bad := natReservedIn(a, b); bad.IsValid() {
+			c.Errorf(it, "%s to %q: %s is not an address a host can use (0.0.0.0/8, loopback, multicast or reserved)", what, it.Value, bad)
+			ok = false
+			continue
+		}
 		for x := a; ; x = x.Next() {
 			if len(r.addrs) >= 65536 {
 				c.Errorf(it, "%s to: more than 65536 addresses", what)
@@ -247,6 +252,17 @@ func parseNATRule(c *BuildContext, n *yaml.Node, what string, dnat bool) (natSes
 			if x == b {
 				break
 			}
+		}
+	}
+	if len(r.addrs) > 1 {
+		seen := make(map[[4]byte]bool, len(r.addrs))
+		for _, a := range r.addrs {
+			if seen[a] {
+				c.Errorf(&y.To, "%s to: %s is in the pool twice", what, netip.AddrFrom4(a))
+				ok = false
+				break
+			}
+			seen[a] = true
 		}
 	}
 	if dnat && len(r.addrs) != 1 {
@@ -272,6 +288,30 @@ func parseNATRule(c *BuildContext, n *yaml.Node, what string, dnat bool) (natSes
 		r.lo, r.hi, r.ports = uint16(*y.Port), uint16(*y.Port), true
 	}
 	return r, ok
+}
+
+// natReservedIn returns the first address of the range a-b that no
+// translation may use (this network 0.0.0.0/8, loopback 127.0.0.0/8,
+// multicast 224.0.0.0/4, reserved 240.0.0.0/4 with the broadcast
+// address), or the zero Addr when there is none.
+func natReservedIn(a, b netip.Addr) netip.Addr {
+	for _, p := range natReserved {
+		// The ranges are prefixes: the first address of a-b in p.
+		switch {
+		case p.Contains(a):
+			return a
+		case a.Less(p.Addr()) && !b.Less(p.Addr()):
+			return p.Addr()
+		}
+	}
+	return netip.Addr{}
+}
+
+var natReserved = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
 }
 
 func parseNATMatch(c *BuildContext, n *yaml.Node, what string) (natSessionMatch, bool) {
@@ -654,7 +694,7 @@ func (s *natStage) setup(e uint32, en *ctEntry) bool {
 	sport, dport := en.sport, en.dport
 	var rk ctTuple
 	t.tupleOf(en, 1, &rk)
-	oldHash := rk.hash()
+	oldHash := rk.hash(t.seed)
 	changed := false
 	for ri := range s.t.dnat {
 		r := &s.t.dnat[ri]
@@ -700,9 +740,10 @@ func (s *natStage) setup(e uint32, en *ctEntry) bool {
 		return true
 	}
 	if en.status&ctStSNAT == 0 {
-		// DNAT alone: the reply tuple must still be unique.
-		t.tupleOf(en, 1, &rk)
-		if _, _, used := t.lookup(&rk, rk.hash(), -1); used {
+		// DNAT alone: the reply tuple must still be unique (another
+		// flow's: a DNAT to where the flow already goes leaves the reply
+		// tuple as it was, its own slot).
+		if s.replyUsed(e, en) {
 			en.status &^= ctStDNAT
 			return false
 		}
@@ -756,7 +797,7 @@ func (s *natStage) snat(e uint32, en *ctEntry, r *natSessionRule) bool {
 	count := (span - first + n - 1) / n
 	var k ctTuple
 	t.tupleOf(en, 0, &k)
-	h := k.hash()
+	h := k.hash(ctSeed) // not the table's: the same port in every run (ctSeed)
 	off := h % count
 	// Like Linux (nf_nat_l4proto_unique_tuple): up to 128 ports in a row;
 	// if none is free, again from another start with half as many while
@@ -816,7 +857,7 @@ func (s *natStage) replyUsed(e uint32, en *ctEntry) bool {
 	t := s.ct.tab
 	var rk ctTuple
 	t.tupleOf(en, 1, &rk)
-	f, _, ok := t.lookup(&rk, rk.hash(), -1)
+	f, _, ok := t.lookup(&rk, rk.hash(t.seed), -1)
 	return ok && f != e
 }
 

@@ -218,7 +218,7 @@ func sfFuzzCheckTable(t *testing.T, tab *ctTable) {
 			if k.proto == 1 || k.proto == 58 || same {
 				want = int8(dir)
 			}
-			got, gdir, ok := tab.lookup(&k, k.hash(), want)
+			got, gdir, ok := tab.lookup(&k, k.hash(tab.seed), want)
 			if !ok || got != uint32(e) || gdir != dir {
 				t.Fatalf("entry %d dir %d (%+v): lookup gives %d dir %d found %v", e, dir, k, got, gdir, ok)
 			}
