@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
 )
 
 // conntrackFilters are the filter flags of the conntrack commands.
@@ -192,8 +194,8 @@ func printConntrack(w io.Writer, rep control.ConntrackReply, list bool) {
 		if fl.DNAT {
 			flags += " dnat"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", fl.Queue, fl.ProtoName, fl.State,
-			endpoints(fl.Src, fl.SrcPort, fl.Dst, fl.DstPort), endpoints(fl.ReplySrc, fl.ReplySrcPort, fl.ReplyDst, fl.ReplyDstPort),
+		orig, reply := flowEndpoints(fl)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1fs\n", fl.Queue, fl.ProtoName, fl.State, orig, reply,
 			flags, float64(fl.ExpiresMs)/1000)
 	}
 	tw.Flush()
@@ -202,6 +204,28 @@ func printConntrack(w io.Writer, rep control.ConntrackReply, list bool) {
 	}
 }
 
-func endpoints(src string, sp uint16, dst string, dp uint16) string {
-	return fmt.Sprintf("%s:%d > %s:%d", src, sp, dst, dp)
+// flowEndpoints renders a flow's two directions as conntrack -L reads:
+// addresses and ports ([v6]:port), ICMP's type, code and identifier
+// (stored as ports: sport id and dport type<<8|code in the original
+// direction, reversed in the reply), addresses alone for a protocol
+// without ports.
+func flowEndpoints(fl control.ConntrackFlow) (orig, reply string) {
+	switch fl.Proto {
+	case 6, 17, 33, 132, 136: // tcp, udp, dccp, sctp, udplite
+		return hostPort(fl.Src, fl.SrcPort) + " > " + hostPort(fl.Dst, fl.DstPort),
+			hostPort(fl.ReplySrc, fl.ReplySrcPort) + " > " + hostPort(fl.ReplyDst, fl.ReplyDstPort)
+	case 1, 58: // icmp, icmpv6: the reply's type is the request's pair
+		t, c := uint8(fl.DstPort>>8), uint8(fl.DstPort)
+		rt, ok := pipelines.ICMPReplyType(t, fl.Proto == 58)
+		if !ok {
+			rt = t
+		}
+		return fmt.Sprintf("%s > %s type=%d code=%d id=%d", fl.Src, fl.Dst, t, c, fl.SrcPort),
+			fmt.Sprintf("%s > %s type=%d code=%d id=%d", fl.ReplySrc, fl.ReplyDst, rt, c, fl.ReplyDstPort)
+	}
+	return fl.Src + " > " + fl.Dst, fl.ReplySrc + " > " + fl.ReplyDst
+}
+
+func hostPort(addr string, port uint16) string {
+	return net.JoinHostPort(addr, strconv.Itoa(int(port)))
 }

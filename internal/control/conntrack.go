@@ -22,7 +22,9 @@ import (
 // (either address of either direction), port (either port of either
 // direction), sport, dport (of the original direction), state (a TCP state
 // such as ESTABLISHED or TIME_WAIT, or unreplied, replied, assured). A
-// flush is a mutating verb: over TCP it needs the control token like every
+// query string that does not parse whole (a bad escape, a semicolon) and
+// a parameter given empty are refused (400), never read as "no filter":
+// for a flush that would widen what is deleted. A flush is a mutating verb: over TCP it needs the control token like every
 // non-GET request (the server's guard).
 
 // ConntrackBackend is what a backend implements to serve the conntrack
@@ -52,7 +54,10 @@ type ConntrackQuery struct {
 	Flush   bool   `json:"flush,omitempty"`
 }
 
-// ConntrackFlow is one tracked flow.
+// ConntrackFlow is one tracked flow. For ICMP and ICMPv6 queries the
+// ports are what the flow is keyed by: sport the identifier and dport
+// the type and code (type<<8 | code), the reply's its own pair; the port
+// filters match those values.
 type ConntrackFlow struct {
 	Queue        string `json:"queue"`
 	Proto        uint8  `json:"proto"`
@@ -122,6 +127,11 @@ func ParseConntrackQuery(v url.Values) (ConntrackQuery, error) {
 		}
 		if len(vals) != 1 {
 			return q, Errorf(ErrBadRequest, "conntrack: %s given %d times", k, len(vals))
+		}
+		if vals[0] == "" {
+			// An empty filter would select everything: a script's unset
+			// variable must not turn a narrow flush into a flush of all.
+			return q, Errorf(ErrBadRequest, "conntrack: %s given empty: leave it out to select any", k)
 		}
 	}
 	q.Stage = v.Get("stage")
@@ -243,6 +253,17 @@ func validStage(s string) bool {
 	return true
 }
 
+// conntrackValues parses r's query string whole: r.URL.Query() drops a
+// pair it cannot parse (a bad escape, a semicolon) without a word, which
+// would turn a filtered flush into a wider one.
+func conntrackValues(r *http.Request) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, Errorf(ErrBadRequest, "conntrack: query %q: %s", Clip(r.URL.RawQuery), Clip(err.Error()))
+	}
+	return v, nil
+}
+
 // conntrackRoutes registers the endpoints (server.go's routes calls it).
 func (s *Server) conntrackRoutes(mux *http.ServeMux) {
 	cb, ok := s.b.(ConntrackBackend)
@@ -250,7 +271,11 @@ func (s *Server) conntrackRoutes(mux *http.ServeMux) {
 		return
 	}
 	mux.HandleFunc("GET /v1/conntrack", s.read(func(r *http.Request) (any, error) {
-		q, err := ParseConntrackQuery(r.URL.Query())
+		v, err := conntrackValues(r)
+		if err != nil {
+			return nil, err
+		}
+		q, err := ParseConntrackQuery(v)
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +287,10 @@ func (s *Server) conntrackRoutes(mux *http.ServeMux) {
 		if err := decodeEmpty(r); err != nil {
 			return nil, nil, err
 		}
-		v := r.URL.Query()
+		v, err := conntrackValues(r)
+		if err != nil {
+			return nil, nil, err
+		}
 		if v.Has("limit") {
 			return nil, nil, Errorf(ErrBadRequest, "conntrack flush: limit does not apply")
 		}

@@ -61,7 +61,8 @@
 // TOKEN" with the token in the daemon's token file (made 0600 at the
 // first start, compared in constant time); reads need it too unless they
 // come from loopback: they expose counters and pipeline definitions, the
-// same as /metrics on loopback, and change nothing. A wrong token is
+// same as /metrics on loopback, and change nothing; the conntrack listing
+// shows flows' addresses and needs it from loopback too. A wrong token is
 // refused even for a read (401).
 //
 // Request bodies are capped per endpoint (a load's source at

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -142,12 +143,16 @@ func (s *Server) tokenOK(presented string) bool {
 // verb is covered without a list to keep) needs the bearer token; a read
 // needs it unless it comes from loopback (counters and pipeline
 // definitions, the same exposure as /metrics on loopback, and no side
-// effect). A token that is presented must match, read or not.
+// effect), except a read of the flow tables (showsFlows): who talks to
+// whom is not every local user's to see (Linux shows its conntrack table
+// to root alone). A token that is presented must match, read or not.
 func (s *Server) tcpAllowed(r *http.Request, p Peer) error {
 	auth := r.Header.Values("Authorization")
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead
 	how := "present the token in the daemon's token file (control.token_file, default " + DefaultTokenFile + ", readable by root): warpctl --token-file FILE, or $WARPCTL_TOKEN_FILE"
 	switch {
+	case len(auth) == 0 && read && showsFlows(r.URL.Path):
+		return Errorf(ErrUnauthorized, "%s over TCP lists flows' addresses and needs the control token, from loopback too: %s", Clip(r.URL.Path), how)
 	case len(auth) == 0 && read && isLoopback(p.Addr):
 		return nil
 	case len(auth) == 0 && read:
@@ -174,4 +179,11 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// showsFlows reports whether a read of path shows flows (addresses and
+// ports of live connections): the conntrack listing, under any spelling
+// the mux would route there (a trailing slash, a cleaned path).
+func showsFlows(path string) bool {
+	return strings.HasPrefix(pathpkg.Clean("/"+path), "/v1/conntrack")
 }

@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/internal/control"
@@ -17,8 +19,15 @@ func (b backend) Conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 	return b.d.conntrack(ctx, q)
 }
 
+// A query holds ctlMu throughout: the running pipeline cannot change
+// under it (the reply's pipeline and stage are those of every queue's
+// flows, and a flush never spans a swap), and queries run one at a time,
+// as they must: each worker's stage takes one request at a time, and a
+// second query was refused midway (ErrFlowBusy), after a flush had
+// already emptied some queues. A query waits for a load or swap in
+// progress; ctx still bounds the whole of it.
 func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (control.ConntrackReply, error) {
-	rep := control.ConntrackReply{Pipeline: d.running, Queues: len(d.queues), Flushed: q.Flush, Flows: []control.ConntrackFlow{}}
+	rep := control.ConntrackReply{Queues: len(d.queues), Flushed: q.Flush, Flows: []control.ConntrackFlow{}}
 	f := pipelines.FlowFilter{Proto: q.Proto, Port: q.Port, SrcPort: q.SrcPort, DstPort: q.DstPort, State: q.State}
 	for _, p := range []struct {
 		s   string
@@ -33,13 +42,35 @@ func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 		}
 		*p.dst = pf
 	}
+	d.ctlMu.Lock()
+	defer d.ctlMu.Unlock()
+	if err := ctx.Err(); err != nil || ctxPast(ctx) {
+		// Waited past the deadline for a load or swap: nothing touched.
+		// (ctxPast: the deadline's timer may not have fired yet on a
+		// busy machine.)
+		if err == nil {
+			err = context.DeadlineExceeded
+		}
+		return rep, control.Errorf(control.ErrInternal, "conntrack: gave up waiting for a pipeline load or swap in progress: %v", err)
+	}
+	rep.Pipeline = d.running
+	stage, err := ctStage(d.graph, q.Stage)
+	if err != nil {
+		return rep, err
+	}
 	for _, qq := range d.queues {
-		res, err := qq.eng.Flows(ctx, dataplane.FlowQuery{Stage: q.Stage, Filter: f, Flush: q.Flush, Limit: max(q.Limit-len(rep.Flows), 0)})
+		res, err := qq.eng.Flows(ctx, dataplane.FlowQuery{Stage: stage, Filter: f, Flush: q.Flush, Limit: max(q.Limit-len(rep.Flows), 0)})
 		if err != nil {
 			if errors.Is(err, dataplane.ErrNoConntrack) {
 				return rep, control.Errorf(control.ErrNotFound, "%v", err)
 			}
-			return rep, control.Errorf(control.ErrInternal, "queue %s: %v", qq.q.RX().Name(), err)
+			if q.Flush {
+				// Say what was done: the queues before this one, and
+				// this one's chunks, are flushed.
+				rep.Matched += res.Matched
+				return rep, control.Errorf(control.ErrInternal, "queue %s: %v (flushed %d flows before it stopped; run the flush again for the rest)", qq.ctName(), err, rep.Matched)
+			}
+			return rep, control.Errorf(control.ErrInternal, "queue %s: %v", qq.ctName(), err)
 		}
 		rep.Stage = res.Stage
 		rep.Entries += res.Entries
@@ -49,7 +80,7 @@ func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 		rep.Truncated = rep.Truncated || res.Truncated
 		for _, fl := range res.Flows {
 			rep.Flows = append(rep.Flows, control.ConntrackFlow{
-				Queue: qq.q.RX().Name(), Proto: fl.Proto, ProtoName: control.ProtoName(fl.Proto), Zone: fl.Zone,
+				Queue: qq.ctName(), Proto: fl.Proto, ProtoName: control.ProtoName(fl.Proto), Zone: fl.Zone,
 				Src: fl.Src.String(), Dst: fl.Dst.String(), SrcPort: fl.SrcPort, DstPort: fl.DstPort,
 				ReplySrc: fl.ReplySrc.String(), ReplyDst: fl.ReplyDst.String(), ReplySrcPort: fl.ReplySrcPort, ReplyDstPort: fl.ReplyDstPort,
 				State: fl.State, Replied: fl.Replied, Assured: fl.Assured, SNAT: fl.SNAT, DNAT: fl.DNAT, ExpiresMs: fl.ExpiresMS,
@@ -63,4 +94,46 @@ func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 		rep.Truncated = true
 	}
 	return rep, nil
+}
+
+// ctName names queue qq in conntrack replies (its receive port; its index
+// for an engine without one, as in tests).
+func (qq *queue) ctName() string {
+	if qq.q == nil {
+		return fmt.Sprint(qq.idx)
+	}
+	return qq.q.RX().Name()
+}
+
+// ctStage resolves the query's conntrack stage in the running graph g:
+// "" is the only one; two or more and none named is the client's
+// mistake, named with the choices. A nil g leaves it to the engines.
+func ctStage(g *pipelines.Graph, name string) (string, error) {
+	if g == nil {
+		return name, nil
+	}
+	var found []string
+	for _, s := range g.Stages() {
+		if s.Kind == "conntrack" {
+			if s.Name == name {
+				return name, nil
+			}
+			found = append(found, s.Name)
+		}
+	}
+	switch {
+	case name != "":
+		return "", control.Errorf(control.ErrNotFound, "pipeline %q has no conntrack stage %q (it has %v)", g.Name(), control.Clip(name), found)
+	case len(found) == 0:
+		return "", control.Errorf(control.ErrNotFound, "pipeline %q has no conntrack stage", g.Name())
+	case len(found) > 1:
+		return "", control.Errorf(control.ErrBadRequest, "pipeline %q has %d conntrack stages (%v): name one with stage (warpctl --stage)", g.Name(), len(found), found)
+	}
+	return found[0], nil
+}
+
+// ctxPast reports whether ctx's deadline has passed.
+func ctxPast(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

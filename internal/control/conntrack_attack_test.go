@@ -1,0 +1,77 @@
+package control_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/warpflow/warpflow/internal/control"
+	"github.com/warpflow/warpflow/pipelines"
+)
+
+// TestConntrackMalformedQueryRefused: a query string the server cannot
+// parse whole must be refused, never read with the bad pairs left out.
+// url.Values from r.URL.Query() silently drops a pair with a bad escape
+// or a semicolon, so "flush what matches src=<bad>" became "flush
+// everything"; an empty filter value ("src=", what a script's unset
+// variable gives) did the same. Neither reaches the backend.
+func TestConntrackMalformedQueryRefused(t *testing.T) {
+	fb := &ctFake{fakeBackend: newFake()}
+	_, sock := serve(t, fb)
+	for _, q := range []string{
+		"src=%zz",                 // bad escape: the pair was dropped
+		"dport=53&src=10.0.0.%g1", // a narrower flush became a wider one
+		"src=10.0.0.1;dport=53",   // semicolon: the pair was dropped
+		"src=",                    // empty value: no filter at all
+		"state=",
+		"port=",
+		"stage=",
+		"=1",
+	} {
+		for _, method := range []string{"DELETE", "GET"} {
+			before := len(fb.qs)
+			status, body := rawRequest(t, sock, method+" /v1/conntrack?"+q+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			if !strings.HasPrefix(status, "400") || !strings.Contains(body, "bad_request") {
+				t.Errorf("%s ?%s: %s %s; want 400 bad_request", method, q, status, strings.TrimSpace(body))
+			}
+			if len(fb.qs) != before {
+				t.Errorf("%s ?%s reached the backend as %+v", method, q, fb.qs[len(fb.qs)-1])
+			}
+		}
+	}
+	// Well-formed escapes still work: %2F is a prefix's slash.
+	status, body := rawRequest(t, sock, "DELETE /v1/conntrack?src=10.0.0.0%2F8 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(status, "200") {
+		t.Fatalf("escaped prefix: %s %s", status, body)
+	}
+	if got := fb.qs[len(fb.qs)-1]; got.Src != "10.0.0.0/8" || !got.Flush {
+		t.Fatalf("escaped prefix reached the backend as %+v", got)
+	}
+}
+
+// TestConntrackStatesMatchStage: every state the API accepts is one the
+// conntrack stage can match (a name only the API knew would select
+// nothing, silently), and every state the stage has is accepted.
+func TestConntrackStatesMatchStage(t *testing.T) {
+	stage := pipelines.FlowStateNames()
+	for _, s := range stage {
+		if _, err := control.ParseConntrackQuery(url.Values{"state": {strings.ToLower(s)}}); err != nil {
+			t.Errorf("state %s of the stage: %v", s, err)
+		}
+	}
+	for _, s := range []string{"NONE", "SYN_SENT3", "established "} {
+		if _, err := control.ParseConntrackQuery(url.Values{"state": {s}}); err == nil {
+			t.Errorf("state %q accepted", s)
+		}
+	}
+	// The error lists the choices: the same set as the stage's.
+	_, err := control.ParseConntrackQuery(url.Values{"state": {"x"}})
+	for _, s := range stage {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("the error %q does not offer %s", err, s)
+		}
+	}
+	if n := strings.Count(err.Error(), ",") + 1; n != len(stage) {
+		t.Errorf("the error offers %d states, the stage has %d: %v", n, len(stage), err)
+	}
+}
