@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/warpflow/warpflow/pipelines"
 )
@@ -62,40 +63,83 @@ func (e *Engine) Flows(ctx context.Context, q FlowQuery) (FlowResult, error) {
 		return FlowResult{}, err
 	}
 	res := FlowResult{Stage: name, Workers: len(p.runners)}
-	for _, r := range p.runners {
+	sts := make([]pipelines.FlowPoster, len(p.runners))
+	for i, r := range p.runners {
 		st, ok := r.Stage(name).(pipelines.FlowPoster)
 		if !ok {
 			return res, fmt.Errorf("stage %q: %w", name, ErrNoConntrack)
 		}
-		sv, _ := st.(pipelines.Servicer)
-		for from := 0; from >= 0; {
-			req := &pipelines.FlowRequest{Flush: q.Flush, Filter: q.Filter, From: from, Limit: max(q.Limit-len(res.Flows), 0)}
-			if err := st.Post(req); err != nil {
+		sts[i] = st
+	}
+	// A count or a flush (nothing listed) goes to every running worker
+	// at once: each scans its own table, and the whole takes as long as
+	// the largest, not the sum. A listing goes worker after worker, each
+	// asked for what the limit leaves (at most Limit flows held), and so
+	// does any query of quiescent runners, served here.
+	if running && q.Limit == 0 && len(sts) > 1 {
+		parts := make([]FlowResult, len(sts))
+		errs := make([]error, len(sts))
+		var wg sync.WaitGroup
+		for i, st := range sts {
+			wg.Go(func() { errs[i] = flowsOf(ctx, st, q, name, true, &parts[i]) })
+		}
+		wg.Wait()
+		var first error
+		for i := range parts {
+			res.Matched += parts[i].Matched
+			res.Entries += parts[i].Entries
+			res.Capacity += parts[i].Capacity
+			res.Bytes += parts[i].Bytes
+			if first == nil {
+				first = errs[i]
+			}
+		}
+		if first != nil {
+			return res, first
+		}
+	} else {
+		for _, st := range sts {
+			if err := flowsOf(ctx, st, q, name, running, &res); err != nil {
 				return res, err
 			}
-			if !running {
-				sv.Serve() // quiescent: no worker runs
-			}
-			select {
-			case <-req.Done:
-			case <-ctx.Done():
-				if st.Cancel(req) {
-					return res, fmt.Errorf("conntrack %s: workers busy: %w", name, ctx.Err())
-				}
-				<-req.Done // taken: the worker finishes this chunk
-			}
-			res.Flows = append(res.Flows, req.Flows...)
-			res.Matched += req.Matched
-			if req.Next < 0 {
-				res.Entries += req.Entries
-				res.Capacity += req.Capacity
-				res.Bytes += req.Bytes
-			}
-			from = req.Next
 		}
 	}
 	res.Truncated = res.Matched > len(res.Flows) && !q.Flush && q.Limit > 0
 	return res, nil
+}
+
+// flowsOf runs q over one worker's table (stage st), a chunk at a time,
+// adding to res: its flows, up to what q.Limit leaves of res's, and its
+// figures. running says a worker serves the requests; else they are
+// served here.
+func flowsOf(ctx context.Context, st pipelines.FlowPoster, q FlowQuery, name string, running bool, res *FlowResult) error {
+	sv, _ := st.(pipelines.Servicer)
+	for from := 0; from >= 0; {
+		req := &pipelines.FlowRequest{Flush: q.Flush, Filter: q.Filter, From: from, Limit: max(q.Limit-len(res.Flows), 0)}
+		if err := st.Post(req); err != nil {
+			return err
+		}
+		if !running {
+			sv.Serve() // quiescent: no worker runs
+		}
+		select {
+		case <-req.Done:
+		case <-ctx.Done():
+			if st.Cancel(req) {
+				return fmt.Errorf("conntrack %s: workers busy: %w", name, ctx.Err())
+			}
+			<-req.Done // taken: the worker finishes this chunk
+		}
+		res.Flows = append(res.Flows, req.Flows...)
+		res.Matched += req.Matched
+		if req.Next < 0 {
+			res.Entries += req.Entries
+			res.Capacity += req.Capacity
+			res.Bytes += req.Bytes
+		}
+		from = req.Next
+	}
+	return nil
 }
 
 // conntrackStage resolves a conntrack stage name in g ("" when g has

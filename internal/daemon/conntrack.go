@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/warpflow/warpflow/dataplane"
@@ -58,19 +59,47 @@ func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 	if err != nil {
 		return rep, err
 	}
-	for _, qq := range d.queues {
-		res, err := qq.eng.Flows(ctx, dataplane.FlowQuery{Stage: stage, Filter: f, Flush: q.Flush, Limit: max(q.Limit-len(rep.Flows), 0)})
+	// Each queue's engine answers for its own workers. A count or a flush
+	// (no flows listed) asks every queue at once: the whole takes as long
+	// as the slowest queue's scan, not the sum of all of them, so a large
+	// table on many queues is through before the deadline. A listing asks
+	// one queue after another, each for what the limit leaves, so that no
+	// more than the limit is ever held.
+	results := make([]dataplane.FlowResult, len(d.queues))
+	errs := make([]error, len(d.queues))
+	if q.Limit == 0 {
+		var wg sync.WaitGroup
+		for i, qq := range d.queues {
+			wg.Go(func() {
+				results[i], errs[i] = qq.eng.Flows(ctx, dataplane.FlowQuery{Stage: stage, Filter: f, Flush: q.Flush})
+			})
+		}
+		wg.Wait()
+	} else {
+		listed := 0
+		for i, qq := range d.queues {
+			results[i], errs[i] = qq.eng.Flows(ctx, dataplane.FlowQuery{Stage: stage, Filter: f, Flush: q.Flush, Limit: max(q.Limit-listed, 0)})
+			if errs[i] != nil {
+				break
+			}
+			listed += len(results[i].Flows)
+		}
+	}
+	var failed error
+	for i, qq := range d.queues {
+		res, err := results[i], errs[i]
 		if err != nil {
 			if errors.Is(err, dataplane.ErrNoConntrack) {
 				return rep, control.Errorf(control.ErrNotFound, "%v", err)
 			}
-			if q.Flush {
-				// Say what was done: the queues before this one, and
-				// this one's chunks, are flushed.
-				rep.Matched += res.Matched
-				return rep, control.Errorf(control.ErrInternal, "queue %s: %v (flushed %d flows before it stopped; run the flush again for the rest)", qq.ctName(), err, rep.Matched)
+			if failed == nil {
+				failed = fmt.Errorf("queue %s: %w", qq.ctName(), err)
 			}
-			return rep, control.Errorf(control.ErrInternal, "queue %s: %v", qq.ctName(), err)
+			rep.Matched += res.Matched // a flush's chunks done before it stopped
+			if q.Limit > 0 {
+				break // the queues after it were not asked
+			}
+			continue
 		}
 		rep.Stage = res.Stage
 		rep.Entries += res.Entries
@@ -86,6 +115,14 @@ func (d *Daemon) conntrack(ctx context.Context, q control.ConntrackQuery) (contr
 				State: fl.State, Replied: fl.Replied, Assured: fl.Assured, SNAT: fl.SNAT, DNAT: fl.DNAT, ExpiresMs: fl.ExpiresMS,
 			})
 		}
+	}
+	if failed != nil {
+		if q.Flush {
+			// Say what was done: the other queues, and this one's chunks
+			// before it stopped, are flushed.
+			return rep, control.Errorf(control.ErrInternal, "%v (flushed %d flows before it stopped; run the flush again for the rest)", failed, rep.Matched)
+		}
+		return rep, control.Errorf(control.ErrInternal, "%v", failed)
 	}
 	if rep.Capacity > 0 {
 		rep.BytesPerFlow = float64(rep.TableBytes) / float64(rep.Capacity)
