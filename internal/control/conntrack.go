@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -158,7 +159,7 @@ func ParseConntrackQuery(v url.Values) (ConntrackQuery, error) {
 			continue
 		}
 		if _, err := ParsePrefix(s); err != nil {
-			return q, Errorf(ErrBadRequest, "conntrack: %s %q: want an address or prefix", f.name, Clip(s))
+			return q, Errorf(ErrBadRequest, "conntrack: %s %q: want an address or prefix (%s)", f.name, Clip(s), Clip(err.Error()))
 		}
 		*f.dst = s
 	}
@@ -228,17 +229,35 @@ func (q ConntrackQuery) Values() url.Values {
 	return v
 }
 
-// ParsePrefix parses an address (a host prefix) or a prefix, masked.
+// ParsePrefix parses an address (a host prefix) or a prefix, masked. An
+// IPv4-mapped IPv6 address (::ffff:10.0.0.1, or a prefix of 96 bits or
+// more of them) is its IPv4 address: the tables hold IPv4 flows as IPv4,
+// and the mapped form would match none of them without a word. A zone
+// (fe80::1%eth0) is refused: flows carry none.
 func ParsePrefix(s string) (netip.Prefix, error) {
+	var p netip.Prefix
 	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, err
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q: an address with a zone: flows have none", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
+	if p.Addr().Is4In6() {
+		if p.Bits() < 96 {
+			return netip.Prefix{}, fmt.Errorf("%q: reaches past the IPv4-mapped range (::ffff:0:0/96): give an IPv6 prefix or an IPv4 one", s)
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
+	return p.Masked(), nil
 }
 
 func validStage(s string) bool {

@@ -1,6 +1,7 @@
 package control_test
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -73,5 +74,32 @@ func TestConntrackStatesMatchStage(t *testing.T) {
 	}
 	if n := strings.Count(err.Error(), ",") + 1; n != len(stage) {
 		t.Errorf("the error offers %d states, the stage has %d: %v", n, len(stage), err)
+	}
+}
+
+// TestConntrackPrefixForms: an IPv4-mapped address or prefix filters
+// IPv4 flows (the tables keep them as IPv4: the mapped form matched none
+// before, without a word); a mapped prefix shorter than /96 and an
+// address with a zone are refused.
+func TestConntrackPrefixForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"::ffff:10.0.0.1":     "10.0.0.1/32",
+		"::ffff:10.0.0.0/104": "10.0.0.0/8",
+		"::ffff:0:0/96":       "0.0.0.0/0",
+		"10.0.0.9/8":          "10.0.0.0/8",
+		"2001:db8::1":         "2001:db8::1/128",
+	} {
+		p, err := control.ParsePrefix(in)
+		if err != nil || p.String() != want {
+			t.Errorf("%s: %v %v, want %s", in, p, err, want)
+		}
+	}
+	for _, in := range []string{"::ffff:0:0/64", "fe80::1%eth0", "10.0.0.1%x", "::ffff:10.0.0.1/33/1"} {
+		if p, err := control.ParsePrefix(in); err == nil {
+			t.Errorf("%s: %v, want an error", in, p)
+		}
+	}
+	if _, err := control.ParseConntrackQuery(url.Values{"src": {"::ffff:0:0/64"}}); !errors.Is(err, control.ErrBadRequest) || !strings.Contains(err.Error(), "IPv4-mapped") {
+		t.Errorf("a mapped /64 in a query: %v", err)
 	}
 }
