@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"encoding/binary"
-	"math/rand/v2"
 
 	"github.com/warpflow/warpflow/counters"
 	"github.com/warpflow/warpflow/rings"
@@ -294,7 +293,7 @@ func (s *raStage) setup() {
 	for i := range s.free {
 		s.free[i] = uint32(t.maxDg - 1 - i)
 	}
-	s.seed = rand.Uint64()
+	s.seed = indexSeed()
 }
 
 // advance moves the clock by packet time ms (Meta.Time: ms, wrapping

@@ -499,6 +499,7 @@ func raFuzzSeeds(t testing.TB) [][]byte {
 // FuzzReassemble feeds sequences of fragments cut from the input through
 // both modes: nothing may panic, and every packet ends with a verdict.
 func FuzzReassemble(f *testing.F) {
+	fixIndexSeed(f)
 	for _, p := range raFuzzSeeds(f) {
 		f.Add(p, uint8(0))
 	}

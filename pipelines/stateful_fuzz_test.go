@@ -122,7 +122,16 @@ var sfFuzzConfigs = []string{
 		"  - {name: out, type: tx, port: out}\n",
 }
 
+// fixIndexSeed makes the stateful stages' index seeds fixed for the
+// rest of the test (see indexSeed).
+func fixIndexSeed(tb testing.TB) {
+	was := indexSeed
+	indexSeed = func() uint64 { return ctSeed }
+	tb.Cleanup(func() { indexSeed = was })
+}
+
 func FuzzStateful(f *testing.F) {
+	fixIndexSeed(f)
 	for _, s := range sfFuzzSeeds(f) {
 		f.Add(s)
 	}
