@@ -171,7 +171,7 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 func (e *Engine) receive(b *rings.Batch, clock bool) (int, error) {
 	had := b.Len()
 	if clock {
-		b.SetTime(clockMS())
+		b.SetTime64(clockMS())
 	}
 	n, err := e.in.Receive(b)
 	e.inEngine += b.Len() - had

@@ -30,8 +30,9 @@ import (
 // and 24 of metadata copied per packet each way, and rounds of n slots,
 // so each worker's batch holds its share of a received batch.
 
-// clockMS is the time on Meta.Time's clock: Unix milliseconds, truncated.
-func clockMS() uint32 { return uint32(time.Now().UnixMilli()) }
+// clockMS is the engine's clock: Unix milliseconds, whose low 32 bits are
+// Meta.Time (Batch.SetTime64). A variable: a test lets 40 days pass.
+var clockMS = func() uint64 { return uint64(time.Now().UnixMilli()) }
 
 // planState sets a plan's clock and steering from its graph, and refuses
 // what cannot run a stateful pipeline.
@@ -240,6 +241,7 @@ func (e *Engine) steerFill(pl *pool, st *steerer) bool {
 				b.Meta[b.Len()-1].Flags = f
 			}
 		}
+		b.SetEpoch(src.Epoch()) // the receive's whole time, where the engine stamped it
 		e.submit(pl)
 		st.fill++
 		any = true

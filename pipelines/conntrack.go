@@ -388,6 +388,9 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	if !t.nowSet && len(idx) > 0 {
 		t.start(b.Meta[idx[0]].Time) // track's advance needs a clock
 	}
+	if e := b.Epoch(); e != 0 {
+		t.clock64(e)
+	}
 	if r := s.req.Load(); r != nil {
 		s.serve(r)
 	}

@@ -336,6 +336,10 @@ type ctTable struct {
 	cur     *[rings.MaxBatch]uint32
 	begun   int
 	stamped int
+	// epoch is the whole time (ms since the Unix epoch) of the last batch
+	// that had one (rings.Batch.Epoch: live ports, the engine's clock), 0
+	// before any: see clock64.
+	epoch uint64
 	// nowSet says now holds a time: the first packet sets it outright
 	// (start).
 	nowSet bool
@@ -379,6 +383,21 @@ func (t *ctTable) start(ms uint32) {
 		return
 	}
 	t.advance(ms)
+}
+
+// clock64 notes a batch's whole time e (rings.Batch.Epoch, not 0): a gap
+// of more than ctClockBack since the last batch that had one, either way,
+// is a discontinuity (jump). The 32-bit packet times alone cannot see a
+// gap of 37.3 to 49.7 days, which looks like a short step back, or one of
+// whole multiples of 49.7 days; the engine's clock can, and a worker
+// whose link was idle that long then expires its flows as it should, not
+// keeping its clock (and every entry) where the gap began for up to 12.4
+// days more. Once a batch, before its packets are tracked.
+func (t *ctTable) clock64(e uint64) {
+	if t.epoch != 0 && t.nowSet && (e > t.epoch+ctClockBack || t.epoch > e+ctClockBack) {
+		t.jump(uint32(e))
+	}
+	t.epoch = e
 }
 
 // ctClockBack is the largest step back (ms) the clock ignores: 2^30 ms,

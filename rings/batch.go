@@ -25,6 +25,10 @@ type Batch struct {
 	// time is the Meta.Time Append and AppendRun give the packets they
 	// add (SetTime).
 	time uint32
+	// epoch is the whole time behind time, in ms since the Unix epoch,
+	// when SetTime64 set it; 0 when SetTime did (only the low 32 bits
+	// known). See Epoch.
+	epoch uint64
 
 	// Deferred metadata (DeferMeta): the packets from index lazyFrom on
 	// have their Meta not yet written; runs say which Seq and InPort each
@@ -121,10 +125,24 @@ func (b *Batch) Append(d Desc, seq uint64, inPort uint16) {
 // engine calls it once per receive call for the others. It is cheap: one
 // store, and a run of deferred metadata only splits where the time
 // changes.
-func (b *Batch) SetTime(ms uint32) { b.time = ms }
+func (b *Batch) SetTime(ms uint32) { b.time, b.epoch = ms, 0 }
+
+// SetTime64 is SetTime with the whole time, ms since the Unix epoch, which
+// Epoch then returns: the engine's clock, for ports that stamp nothing.
+func (b *Batch) SetTime64(ms uint64) { b.time, b.epoch = uint32(ms), ms }
+
+// SetEpoch sets what Epoch returns without changing the time: for a batch
+// built from another's packets (steering), the other's Epoch.
+func (b *Batch) SetEpoch(ms uint64) { b.epoch = ms }
 
 // Time returns the time SetTime set last.
 func (b *Batch) Time() uint32 { return b.time }
+
+// Epoch returns the whole time SetTime64 set last, or 0 when SetTime came
+// after it. Meta.Time's 32 bits wrap every 49.7 days, and a gap between
+// two packets of 37 days looks the same as a step back of 12: a stage that
+// keeps time (conntrack) tells them apart by this, once a batch.
+func (b *Batch) Epoch() uint64 { return b.epoch }
 
 // AppendRun appends as many of descs as fit, giving them consecutive
 // receive sequence numbers from seq, and returns how many it appended. It

@@ -178,3 +178,25 @@ func TestBatchAppendRun(t *testing.T) {
 		t.Fatalf("AppendRun allocated %d times in 100 runs, want 0", n)
 	}
 }
+
+// TestBatchEpoch: SetTime64 gives the packets its low 32 bits and Epoch
+// the whole time; a SetTime after it (a port that stamps its own times,
+// a replay) makes Epoch 0, unknown, so no stage takes a replay's times
+// for the engine's clock; SetEpoch sets it alone (steering's batches).
+func TestBatchEpoch(t *testing.T) {
+	b := NewBatch(4, newTestArena(t, 8, 2048, 0))
+	var whole uint64 = 1_700_000_000_000 + 1<<32
+	b.SetTime64(whole)
+	b.Append(Desc{}, 1, 0)
+	if b.Epoch() != whole || b.Meta[0].Time != uint32(whole) {
+		t.Fatalf("epoch %d, time %d", b.Epoch(), b.Meta[0].Time)
+	}
+	b.SetTime(7)
+	if b.Epoch() != 0 || b.Time() != 7 {
+		t.Fatalf("after SetTime: epoch %d, time %d", b.Epoch(), b.Time())
+	}
+	b.SetEpoch(whole)
+	if b.Epoch() != whole || b.Time() != 7 {
+		t.Fatalf("after SetEpoch: epoch %d, time %d", b.Epoch(), b.Time())
+	}
+}
