@@ -60,7 +60,7 @@ func TestLiveClockGapExpiresFlows(t *testing.T) {
 			udp := func(src, dst netip.Addr, sp, dp uint16) []byte {
 				return convgen.Frame(src, dst, 0, layers.IPProtocolUDP, &layers.UDP{SrcPort: layers.UDPPort(sp), DstPort: layers.UDPPort(dp)}, make([]byte, 8))
 			}
-			in.push(udp(client, server, 4000, 53))
+			in.push(udp(client, server, 4000, 53), now.Load())
 			waitCounter(t, e, "ct", "ct=new", 0)
 			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer qcancel()
@@ -71,12 +71,10 @@ func TestLiveClockGapExpiresFlows(t *testing.T) {
 			f := fl.Flows[0]
 			reply := udp(server, f.ReplyDst, 53, f.ReplyDstPort) // to the translated client
 
-			now.Add(1000)
-			in.push(reply)
+			in.push(reply, now.Add(1000))
 			waitCounter(t, e, "ct", "ct=established", 0) // the reply matches the flow
 
-			now.Add(40 * 24 * 3600 * 1000)
-			in.push(reply)
+			in.push(reply, now.Add(40*24*3600*1000))
 			waitCounter(t, e, "ct", "ct=new", 1)
 			if n := e.stageCounter("ct", "ct=established"); n != 1 {
 				t.Fatalf("the reply after 40 days: established %d times, want once (before the gap only)", n)
@@ -86,17 +84,25 @@ func TestLiveClockGapExpiresFlows(t *testing.T) {
 }
 
 // pushPort is a live-like input: it stamps no time and gives what the
-// test pushed, then nothing (idle) until more is pushed.
+// test pushed, then nothing (idle) until more is pushed. A packet pushed
+// for time at is given only by a receive the engine stamped at or after
+// it (the engine stamps before it asks the port, and the test's clock
+// may move between the two).
 type pushPort struct {
 	a   *rings.Arena
 	mu  sync.Mutex
-	q   [][]byte
+	q   []pushed
 	seq uint64
 }
 
-func (p *pushPort) push(pkt []byte) {
+type pushed struct {
+	pkt []byte
+	at  uint64
+}
+
+func (p *pushPort) push(pkt []byte, at uint64) {
 	p.mu.Lock()
-	p.q = append(p.q, pkt)
+	p.q = append(p.q, pushed{pkt, at})
 	p.mu.Unlock()
 }
 
@@ -105,12 +111,12 @@ func (p *pushPort) Receive(b *rings.Batch) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for len(p.q) > 0 && b.Len() < b.Cap() {
+	for len(p.q) > 0 && b.Len() < b.Cap() && p.q[0].at <= b.Epoch() {
 		addr, ok := p.a.Alloc()
 		if !ok {
 			break
 		}
-		pkt := p.q[0]
+		pkt := p.q[0].pkt
 		p.q = p.q[1:]
 		copy(p.a.Frame(addr)[addr&uint64(p.a.FrameSize()-1):], pkt)
 		b.Append(rings.Desc{Addr: addr, Len: uint32(len(pkt))}, p.seq, 0)
