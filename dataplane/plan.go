@@ -291,9 +291,10 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, old *plan) (*plan, 
 	// The stage tables the runners will allocate when they first run
 	// (those a swap hands over whole excepted), checked before any is.
 	// carryState hands each runner its old one's state when the runner
-	// counts match: only then is a table kept whole.
+	// counts and the steering match (sameCarry): only then is a table
+	// kept whole.
 	var prev *pipelines.Graph
-	if old != nil && len(old.runners) == nr {
+	if old != nil && len(old.runners) == nr && (nr <= 1 || old.steer.Equal(p.steer)) {
 		prev = old.graph
 	}
 	p.tableBytes, p.runnerN = g.NewTableBytes(prev)*uint64(nr), nr

@@ -335,9 +335,14 @@ func carryState(old, p *plan) (kept, reset []string) {
 	carried := func(name string) bool { return sameStage(old.graph, p.graph, name) }
 	took := map[string]bool{}
 	n := len(p.runners)
+	// Each runner takes its old one's state when the worker count and
+	// the steering are the same; otherwise every flow goes to the worker
+	// the new steering sends it to (a changed SNAT pool or DNAT address
+	// steers some flows' replies elsewhere with the same count).
+	same := sameCarry(old, p)
 	for i, r := range p.runners {
 		var names []string
-		if len(old.runners) == n {
+		if same {
 			names = r.CarryState(old.runners[i:i+1], nil, carried)
 		} else {
 			var own func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool
@@ -367,6 +372,13 @@ func carryState(old, p *plan) (kept, reset []string) {
 		}
 	}
 	return kept, reset
+}
+
+// sameCarry reports whether plan p's runners each take the state of the
+// old plan's runner of the same index: as many runners, and, with more
+// than one, the same steering.
+func sameCarry(old, p *plan) bool {
+	return len(old.runners) == len(p.runners) && (len(p.runners) <= 1 || old.steer.Equal(p.steer))
 }
 
 func contains(s []string, v string) bool {

@@ -54,33 +54,44 @@ func (s *ctStage) setup() {
 	}
 	// Copy the live flows that belong here; what does not fit is counted
 	// as evicted (the new table is smaller than the old ones' flows).
-	moved, lost := 0, 0
+	// seen counts the old flows this instance was responsible for: each
+	// old flow is seen by exactly one new instance (the one its original
+	// direction is steered to), so the entries counter, summed over the
+	// workers, loses exactly the flows that were not moved.
+	moved, lost, seen := 0, 0, 0
 	var k ctTuple
-	for _, o := range c.olds {
-		old := o.current()
-		if old == nil {
-			continue
-		}
+	for _, src := range c.sources() {
+		old := src.tab
 		s.tab.start(old.now)
 		for e := range old.ent {
 			en := &old.ent[e]
 			if en.status&ctStUsed == 0 {
 				continue
 			}
-			if c.own != nil {
+			keep := true
+			for _, own := range [2]func(*ctTuple) bool{src.own, c.own} {
+				if own == nil || !keep {
+					continue
+				}
 				old.tupleOf(en, 0, &k)
-				if !c.own(&k) {
-					continue // another worker's now
+				if !own(&k) {
+					keep = false
+					break // another worker's now
 				}
 				// Its replies must be steered here too: a translated
 				// flow whose port now belongs to another worker cannot
 				// be kept whole on either (counted as evicted).
 				old.tupleOf(en, 1, &k)
-				if !c.own(&k) {
+				if !own(&k) {
+					seen++
 					lost++
-					continue
+					keep = false
 				}
 			}
+			if !keep {
+				continue
+			}
+			seen++
 			ne, ok := s.tab.alloc()
 			if !ok {
 				lost++
@@ -97,17 +108,55 @@ func (s *ctStage) setup() {
 	} else {
 		// The old instances' counters carry on, entries among them:
 		// what they counted in and this table lacks went away here.
-		total := 0
-		for _, o := range c.olds {
-			if old := o.current(); old != nil {
-				total += old.n
-			}
-		}
-		s.c[ctcEntries] -= uint64(total - moved)
+		s.c[ctcEntries] -= uint64(seen - moved)
 	}
 	s.c[ctcEvictions] += uint64(lost)
 	s.live.mark(ctcEntries)
 	s.live.mark(ctcEvictions)
+}
+
+// ctSource is a table whose flows a new instance takes, with the
+// steering that chose them where an instance between them never ran.
+type ctSource struct {
+	tab *ctTable
+	own func(*ctTuple) bool // nil: all of its flows
+	key *ctCarry            // whose own (nil: none): a table is taken once per key
+}
+
+// sources returns the tables the flows of c's old instances are in. An
+// old instance that never ran (swaps that came faster than the worker's
+// batches or control requests) holds no table: its flows are still in
+// the tables it would have taken them from, chosen by its steering when
+// it re-steered (the newest re-steering decides: this instance's own,
+// where it has one, else the nearest one down the chain).
+func (c *ctCarry) sources() []ctSource {
+	var out []ctSource
+	var walk func(olds []*ctStage, own func(*ctTuple) bool, key *ctCarry, decided bool)
+	walk = func(olds []*ctStage, own func(*ctTuple) bool, key *ctCarry, decided bool) {
+		for _, o := range olds {
+			switch {
+			case o.tab != nil:
+				dup := false
+				for _, x := range out {
+					if x.tab == o.tab && x.key == key {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					out = append(out, ctSource{tab: o.tab, own: own, key: key})
+				}
+			case o.carry != nil:
+				if !decided && o.carry.own != nil {
+					walk(o.carry.olds, o.carry.own, o.carry, true)
+				} else {
+					walk(o.carry.olds, own, key, decided)
+				}
+			}
+		}
+	}
+	walk(c.olds, nil, nil, c.own != nil)
+	return out
 }
 
 // current returns the table this instance holds or, if it never ran,

@@ -46,6 +46,17 @@ type Steering struct {
 	special [][4]byte // DNAT match and target addresses, sorted
 }
 
+// Equal reports whether s and o steer every packet alike (nil, no
+// steering, equals only nil). A swap between two pipelines that steer
+// otherwise cannot keep each worker's table as it is: some flows' packets
+// would go to another worker from then on (dataplane's carryState).
+func (s *Steering) Equal(o *Steering) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return slices.Equal(s.pool, o.pool) && slices.Equal(s.special, o.special)
+}
+
 // Steering returns the graph's flow steering, or nil when the graph has no
 // stateful stage (any worker may take any packet).
 func (g *Graph) Steering() *Steering {
