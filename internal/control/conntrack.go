@@ -283,13 +283,17 @@ func conntrackValues(r *http.Request) (url.Values, error) {
 	return v, nil
 }
 
+// maxListings is how many conntrack listings are served at once; more
+// wait their turn (a client that gives up stops waiting).
+const maxListings = 2
+
 // conntrackRoutes registers the endpoints (server.go's routes calls it).
 func (s *Server) conntrackRoutes(mux *http.ServeMux) {
 	cb, ok := s.b.(ConntrackBackend)
 	if !ok {
 		return
 	}
-	mux.HandleFunc("GET /v1/conntrack", s.read(func(r *http.Request) (any, error) {
+	list := s.read(func(r *http.Request) (any, error) {
 		v, err := conntrackValues(r)
 		if err != nil {
 			return nil, err
@@ -301,7 +305,19 @@ func (s *Server) conntrackRoutes(mux *http.ServeMux) {
 		ctx, cancel := context.WithTimeout(r.Context(), conntrackTimeout)
 		defer cancel()
 		return cb.Conntrack(ctx, q)
-	}))
+	})
+	mux.HandleFunc("GET /v1/conntrack", func(w http.ResponseWriter, r *http.Request) {
+		// A listing holds up to MaxConntrackList flows, several times
+		// that in the daemon while its JSON is written: a few at once,
+		// not as many as clients care to open.
+		select {
+		case s.listing <- struct{}{}:
+			defer func() { <-s.listing }()
+		case <-r.Context().Done():
+			return // the client went away while waiting
+		}
+		list(w, r)
+	})
 	mux.HandleFunc("DELETE /v1/conntrack", s.action("conntrack flush", func(r *http.Request, _ Peer) (any, []any, error) {
 		if err := decodeEmpty(r); err != nil {
 			return nil, nil, err

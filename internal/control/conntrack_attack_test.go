@@ -1,10 +1,15 @@
 package control_test
 
 import (
+	"context"
 	"errors"
+	"github.com/warpflow/warpflow/internal/control/client"
+	"github.com/warpflow/warpflow/internal/testwait"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/pipelines"
@@ -101,5 +106,68 @@ func TestConntrackPrefixForms(t *testing.T) {
 	}
 	if _, err := control.ParseConntrackQuery(url.Values{"src": {"::ffff:0:0/64"}}); !errors.Is(err, control.ErrBadRequest) || !strings.Contains(err.Error(), "IPv4-mapped") {
 		t.Errorf("a mapped /64 in a query: %v", err)
+	}
+}
+
+// ctBlocking is a conntrack backend whose listings wait for release,
+// counting how many are in it at once.
+type ctBlocking struct {
+	*fakeBackend
+	in, most atomic.Int32
+	entered  chan struct{}
+	release  chan struct{}
+}
+
+func (f *ctBlocking) Conntrack(ctx context.Context, q control.ConntrackQuery) (control.ConntrackReply, error) {
+	n := f.in.Add(1)
+	defer f.in.Add(-1)
+	for {
+		m := f.most.Load()
+		if n <= m || f.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	f.entered <- struct{}{}
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		return control.ConntrackReply{}, ctx.Err()
+	}
+	return control.ConntrackReply{Stage: "ct", Flows: []control.ConntrackFlow{}}, nil
+}
+
+// TestConntrackListingsBounded: a listing's reply can be tens of MiB
+// (MaxConntrackList flows), so the server serves two at a time; a third
+// waits for a turn instead of holding its own copy at once, and is then
+// served.
+func TestConntrackListingsBounded(t *testing.T) {
+	fb := &ctBlocking{fakeBackend: newFake(), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	_, sock := serve(t, fb)
+	c := client.New(sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := c.Conntrack(ctx, control.ConntrackQuery{Limit: 10})
+			errs <- err
+		}()
+	}
+	for range 2 {
+		testwait.Recv(t, fb.entered, "a listing to reach the backend", testwait.Deadline)
+	}
+	select {
+	case <-fb.entered:
+		t.Fatalf("a third listing reached the backend while two were in it")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(fb.release)
+	for range 3 {
+		if err := testwait.Recv(t, errs, "a listing to finish", testwait.Deadline); err != nil {
+			t.Fatalf("a listing: %v", err)
+		}
+	}
+	if m := fb.most.Load(); m != 2 {
+		t.Fatalf("%d listings in the backend at once, want 2", m)
 	}
 }

@@ -75,6 +75,9 @@ type Server struct {
 	// loading admits one pipeline load at a time, from reading its body
 	// to the backend's answer (see MaxRequestBytes).
 	loading chan struct{}
+	// listing admits maxListings conntrack listings at a time, from the
+	// query to the last byte of the reply (conntrack.go).
+	listing chan struct{}
 }
 
 type peerKey struct{}
@@ -108,7 +111,7 @@ func NewServer(o Options, b Backend, log *slog.Logger) (_ *Server, err error) {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
-	s := &Server{opts: o, b: b, log: log, gid: -1, loading: make(chan struct{}, 1)}
+	s := &Server{opts: o, b: b, log: log, gid: -1, loading: make(chan struct{}, 1), listing: make(chan struct{}, maxListings)}
 	if o.Group != "" {
 		gid, err := LookupGroup(o.Group)
 		if err != nil {
