@@ -12,7 +12,6 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/warpflow/warpflow/internal/convgen"
-	"github.com/warpflow/warpflow/internal/testwait"
 	"github.com/warpflow/warpflow/rings"
 )
 
@@ -46,15 +45,12 @@ func TestLiveClockGapExpiresFlows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			runErr := make(chan error, 1)
-			go func() { runErr <- e.RunContext(ctx, nil) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
+			stop := runLive(t, e)
+			defer func() { // before the clock is given back (a cleanup)
+				if err := stop(); err != nil {
 					t.Error(err)
 				}
-			})
+			}()
 
 			client, server := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("198.51.100.9")
 			udp := func(src, dst netip.Addr, sp, dp uint16) []byte {
@@ -62,7 +58,7 @@ func TestLiveClockGapExpiresFlows(t *testing.T) {
 			}
 			in.push(udp(client, server, 4000, 53), now.Load())
 			waitCounter(t, e, "ct", "ct=new", 0)
-			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+			qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer qcancel()
 			fl, err := e.Flows(qctx, FlowQuery{Limit: 10})
 			if err != nil || len(fl.Flows) != 1 {

@@ -294,7 +294,7 @@ func (e *Engine) buildPlan(g *pipelines.Graph, outs Outputs, old *plan) (*plan, 
 	// counts and the steering match (sameCarry): only then is a table
 	// kept whole.
 	var prev *pipelines.Graph
-	if old != nil && len(old.runners) == nr && (nr <= 1 || old.steer.Equal(p.steer)) {
+	if sameCarry(old, nr, p.steer) {
 		prev = old.graph
 	}
 	p.tableBytes, p.runnerN = g.NewTableBytes(prev)*uint64(nr), nr

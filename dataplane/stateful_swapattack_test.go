@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -9,9 +8,7 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/internal/convgen"
-	"github.com/warpflow/warpflow/internal/testwait"
 	"github.com/warpflow/warpflow/pipelines"
-	"github.com/warpflow/warpflow/rings"
 )
 
 // Attacks on how conntrack/NAT state survives swaps: re-steering to
@@ -29,28 +26,17 @@ func attackEngine(t *testing.T, g *pipelines.Graph, n int) (*Engine, func()) {
 		cv := convgen.NewConv(convgen.Endpoint{Addr: c, Port: uint16(5000 + i)}, convgen.Endpoint{Addr: s, Port: 53}, convgen.Endpoint{}, 0, time.Microsecond, 1, 1)
 		convs = append(convs, cv.UDP(0, 10))
 	}
-	capture := convgen.Pcap(convgen.Merge(convs...), time.Unix(1700000000, 0))
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := NewReplay("c.pcap", bytes.NewReader(capture), arena, DefaultReplayOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	arena, in := idleConvs(t, convs)
 	o := DefaultOptions()
 	o.Workers = -1 // each pipeline's own
-	e, err := NewEngine(g, arena, &idleAfter{ReplayPort: rp}, Outputs{Ports: map[string]Port{"out": NewNullPort("out")}}, o)
+	e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"out": NewNullPort("out")}}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
-	go func() { runErr <- e.RunContext(ctx, nil) }()
+	stop := runLive(t, e)
 	waitReceived(t, e, uint64(n))
 	return e, func() {
-		cancel()
-		if err := testwait.Recv(t, runErr, "RunContext to return after cancel", testwait.Deadline); err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 	}

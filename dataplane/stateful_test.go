@@ -352,16 +352,7 @@ func TestFlowsWhileRunning(t *testing.T) {
 				cv := convgen.NewConv(convgen.Endpoint{Addr: c, Port: 4000}, convgen.Endpoint{Addr: s, Port: uint16(53 + i%2)}, convgen.Endpoint{}, 0, time.Microsecond, 1, 1)
 				convs = append(convs, cv.UDP(0, 10))
 			}
-			capture := convgen.Pcap(convgen.Merge(convs...), time.Unix(1700000000, 0))
-			arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rp, err := NewReplay("c.pcap", bytes.NewReader(capture), arena, DefaultReplayOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := &idleAfter{ReplayPort: rp}
+			arena, in := idleConvs(t, convs)
 			o := DefaultOptions()
 			o.Workers = workers
 			e, err := NewEngine(g, arena, in, Outputs{Ports: map[string]Port{"out": NewNullPort("out")}}, o)
@@ -413,6 +404,22 @@ func TestFlowsWhileRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idleConvs is an arena and an input that replays convs once and then
+// idles like a live port (idleAfter).
+func idleConvs(t *testing.T, convs []*convgen.Conv) (*rings.Arena, *idleAfter) {
+	t.Helper()
+	capture := convgen.Pcap(convgen.Merge(convs...), time.Unix(1700000000, 0))
+	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := NewReplay("c.pcap", bytes.NewReader(capture), arena, DefaultReplayOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arena, &idleAfter{ReplayPort: rp}
 }
 
 // idleAfter is a replay that, at its end, idles like a live port (no

@@ -339,7 +339,7 @@ func carryState(old, p *plan) (kept, reset []string) {
 	// the steering are the same; otherwise every flow goes to the worker
 	// the new steering sends it to (a changed SNAT pool or DNAT address
 	// steers some flows' replies elsewhere with the same count).
-	same := sameCarry(old, p)
+	same := sameCarry(old, len(p.runners), p.steer)
 	for i, r := range p.runners {
 		var names []string
 		if same {
@@ -374,11 +374,12 @@ func carryState(old, p *plan) (kept, reset []string) {
 	return kept, reset
 }
 
-// sameCarry reports whether plan p's runners each take the state of the
-// old plan's runner of the same index: as many runners, and, with more
-// than one, the same steering.
-func sameCarry(old, p *plan) bool {
-	return len(old.runners) == len(p.runners) && (len(p.runners) <= 1 || old.steer.Equal(p.steer))
+// sameCarry reports whether a plan of n runners steering by steer has
+// each runner take the state of the old plan's runner of the same index:
+// as many runners, and, with more than one, the same steering. The
+// memory check before a plan's runners are made (plan.go) asks it too.
+func sameCarry(old *plan, n int, steer *pipelines.Steering) bool {
+	return old != nil && len(old.runners) == n && (n <= 1 || old.steer.Equal(steer))
 }
 
 func contains(s []string, v string) bool {

@@ -429,7 +429,7 @@ func (t *ctTable) jump(ms uint32) {
 		switch {
 		case en.status&ctStUsed == 0:
 		case en.status&ctStTentative != 0:
-			en.expires = ms + max(en.expires-was, 0)
+			en.expires = ms + (en.expires - was) // wrapping: a timeout already past stays past
 		default:
 			en.expires = ms
 		}
