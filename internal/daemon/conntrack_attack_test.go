@@ -16,6 +16,7 @@ import (
 	"github.com/warpflow/warpflow/dataplane"
 	"github.com/warpflow/warpflow/internal/control"
 	"github.com/warpflow/warpflow/internal/convgen"
+	"github.com/warpflow/warpflow/internal/testwait"
 	"github.com/warpflow/warpflow/pipelines"
 	"github.com/warpflow/warpflow/rings"
 )
@@ -33,13 +34,22 @@ stages:
 
 // idleReplay is a replay that, at its end, idles like a live port; while
 // stall is set it blocks in Receive (a worker that never reaches a batch
-// boundary) until stall is cleared.
+// boundary) until stall is cleared, and says on stalled when it begins
+// to. The stall is the test's to clear (its cleanup does); a worker left
+// stalled ends the test at its deadline.
 type idleReplay struct {
 	*dataplane.ReplayPort
-	stall atomic.Bool
+	stall   atomic.Bool
+	stalled chan struct{} // buffered 1
 }
 
 func (p *idleReplay) Receive(b *rings.Batch) (int, error) {
+	if p.stall.Load() {
+		select {
+		case p.stalled <- struct{}{}:
+		default:
+		}
+	}
 	for p.stall.Load() {
 		time.Sleep(time.Millisecond)
 	}
@@ -58,8 +68,8 @@ func ctAttackDaemon(t *testing.T, stages string, queues, workers, flows int) *Da
 	return d
 }
 
-// ctAttackDaemonStalls is ctAttackDaemon with each queue's stall switch.
-func ctAttackDaemonStalls(t *testing.T, stages string, queues, workers, flows int) (*Daemon, []*atomic.Bool) {
+// ctAttackDaemonStalls is ctAttackDaemon with each queue's input.
+func ctAttackDaemonStalls(t *testing.T, stages string, queues, workers, flows int) (*Daemon, []*idleReplay) {
 	t.Helper()
 	src := fmt.Appendf(nil, ctAttackYAML, "cta", workers, stages)
 	g, err := pipelines.Load("cta.yaml", src)
@@ -77,10 +87,10 @@ func ctAttackDaemonStalls(t *testing.T, stages string, queues, workers, flows in
 	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), graph: g, running: "cta"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var stalls []*atomic.Bool
+	var stalls []*idleReplay
 	t.Cleanup(func() {
 		for _, s := range stalls {
-			s.Store(false)
+			s.stall.Store(false)
 		}
 		cancel()
 		wg.Wait()
@@ -96,8 +106,8 @@ func ctAttackDaemonStalls(t *testing.T, stages string, queues, workers, flows in
 		}
 		o := dataplane.DefaultOptions()
 		o.Workers = workers
-		in := &idleReplay{ReplayPort: rp}
-		stalls = append(stalls, &in.stall)
+		in := &idleReplay{ReplayPort: rp, stalled: make(chan struct{}, 1)}
+		stalls = append(stalls, in)
 		e, err := dataplane.NewEngine(g, arena, in, dataplane.Outputs{Ports: map[string]dataplane.Port{"out": dataplane.NewNullPort("out")}}, o)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +228,7 @@ func TestConntrackRunningNameRace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-done
+	testwait.Recv(t, done, "the swapping goroutine to finish", testwait.Deadline)
 }
 
 // TestConntrackNoStage: a pipeline without conntrack answers not found,
@@ -248,7 +258,7 @@ func TestConntrackFlushWaitsForSwap(t *testing.T) {
 	}()
 	time.Sleep(150 * time.Millisecond)
 	d.ctlMu.Unlock()
-	if err := <-res; err == nil || !bytes.Contains([]byte(err.Error()), []byte("load or swap")) {
+	if err := testwait.Recv(t, res, "the flush to return", testwait.Deadline); err == nil || !bytes.Contains([]byte(err.Error()), []byte("load or swap")) {
 		t.Fatalf("flush whose client gave up during a swap: %v", err)
 	}
 	rep, err := d.conntrack(context.Background(), control.ConntrackQuery{})
@@ -263,15 +273,15 @@ func TestConntrackFlushWaitsForSwap(t *testing.T) {
 // one that did most of it).
 func TestConntrackPartialFlushSaid(t *testing.T) {
 	d, stalls := ctAttackDaemonStalls(t, "  - {name: ct, type: conntrack, size: 1024}\n", 2, 0, 10)
-	stalls[1].Store(true)
-	time.Sleep(20 * time.Millisecond) // queue 1 is in Receive, stalled
+	stalls[1].stall.Store(true)
+	testwait.Recv(t, stalls[1].stalled, "queue 1's worker to stall in Receive", testwait.Deadline)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := d.conntrack(ctx, control.ConntrackQuery{Flush: true})
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("flushed 10 flows")) {
 		t.Fatalf("flush with queue 1 stalled: %v; want it to say queue 0's 10 flows were flushed", err)
 	}
-	stalls[1].Store(false)
+	stalls[1].stall.Store(false)
 	rep, err := d.conntrack(context.Background(), control.ConntrackQuery{})
 	if err != nil || rep.Entries != 10 {
 		t.Fatalf("after: %+v %v; want queue 1's 10 flows left", rep, err)
