@@ -68,8 +68,18 @@ func flowCount(t *testing.T, e *Engine, what string) (entries int, evictions uin
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	if c := e.stageCounter("ct", "entries"); c != uint64(r.Entries) {
-		t.Errorf("%s: the entries counter says %d (%d as signed), the tables hold %d flows", what, c, int64(c), r.Entries)
+	// The workers publish their counters at their next idle turn after
+	// serving the listing: the counter is read until it agrees or the
+	// deadline passes.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c := e.stageCounter("ct", "entries")
+		if c == uint64(r.Entries) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: the entries counter says %d (%d as signed), the tables hold %d flows", what, c, int64(c), r.Entries)
+			break
+		}
 	}
 	return r.Entries, e.stageCounter("ct", "evictions")
 }
