@@ -89,6 +89,9 @@ type pushPort struct {
 	mu  sync.Mutex
 	q   []pushed
 	seq uint64
+	// stamps: give each packet its push time as its own (SetTime), as a
+	// replay port gives the capture's, instead of the engine's stamp.
+	stamps bool
 }
 
 type pushed struct {
@@ -113,6 +116,9 @@ func (p *pushPort) Receive(b *rings.Batch) (int, error) {
 			break
 		}
 		pkt := p.q[0].pkt
+		if p.stamps {
+			b.SetTime(uint32(p.q[0].at))
+		}
 		p.q = p.q[1:]
 		copy(p.a.Frame(addr)[addr&uint64(p.a.FrameSize()-1):], pkt)
 		b.Append(rings.Desc{Addr: addr, Len: uint32(len(pkt))}, p.seq, 0)

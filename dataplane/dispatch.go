@@ -175,6 +175,12 @@ func (e *Engine) receive(b *rings.Batch, clock bool) (int, error) {
 	}
 	n, err := e.in.Receive(b)
 	e.inEngine += b.Len() - had
+	if clock && b.Len() > had {
+		// Packets came: whether they kept the engine's time (a live
+		// port) or took the port's own (SetTime, a replay) decides
+		// whether idle workers are told the time (tickDue).
+		e.liveClock = b.Epoch() != 0
+	}
 	if e.tracker != nil {
 		e.trackReceived(b, had)
 		if e.trackErr != nil && err == nil {

@@ -102,7 +102,11 @@
 // engine sees a packet, and a symmetric RSS key is needed for both
 // directions to meet one table; the engine does not set it. The batch's
 // time (rings.Batch.SetTime: the capture time in replay, one clock read
-// per batch live) is what the tables' timeouts run on.
+// per batch live) is what the tables' timeouts run on. Live (a port
+// that leaves the time to the engine), a worker that gets no packet is
+// told the time instead (pipelines.Ticker: an empty batch or round with
+// its Epoch, every pipelines.IdleTickMS while idle), so an idle link's
+// flows still expire; a replay, on its capture's clock, gets no ticks.
 //
 // A swap hands each runner's tables to the runner of the same worker in
 // the new plan where the stage's name and kind are unchanged

@@ -153,6 +153,13 @@ type Engine struct {
 	planPtr   atomic.Pointer[plan]
 	cur, old  *plan
 	curActive bool  // a batch stamped with cur has completed
+	// liveClock says the input port leaves the packets' time to the
+	// engine (its receives keep the engine's stamp: a live port), so the
+	// engine may tell idle workers the time (ticks, see tickDue); a port
+	// that stamps its own (a replay) never gets them. tickedAt is the
+	// engine's clock at the last tick. The I/O loop's.
+	liveClock bool
+	tickedAt  uint64
 	pool      *pool // the running executor generation; nil: inline
 	inline    *rings.Batch
 	restamp   int     // slots whose stamp cell may still name an older plan
@@ -531,6 +538,10 @@ func (e *Engine) runInline(done <-chan struct{}, progress Progress) error {
 		if idle == 0 {
 			r.Publish()
 		}
+		if now, ok := e.tickDue(); ok {
+			r.Tick(now) // the flows of an idle link expire (pipelines.Ticker)
+			r.Publish()
+		}
 		if r.ServicePending() {
 			r.Service() // a control request (a flow table listed or flushed)
 		}
@@ -639,12 +650,18 @@ func (e *Engine) runExec(done <-chan struct{}, progress Progress) error {
 		if e.old != nil && ex.InFlight() == 0 {
 			e.retire() // the old plan's last batches are done, no new one yet
 		}
-		if cur != nil && cur.Len() == 0 && !repool && inErr == nil && e.servicePending() {
-			// A control request waits on an idle worker: an empty batch
-			// takes it there.
-			e.submit(pl)
-			cur = nil
-			continue
+		if cur != nil && cur.Len() == 0 && !repool && inErr == nil {
+			// A control request waits on an idle worker, or its time is
+			// due (an idle link's flows expire): an empty batch takes it
+			// there. Its Epoch is the tick's or none (an empty batch with
+			// one ticks the runner; a receive that got nothing left the
+			// engine's stamp on it, a replay's too).
+			if now, tick := e.tickDue(); tick || e.servicePending() {
+				cur.SetEpoch(now)
+				e.submit(pl)
+				cur = nil
+				continue
+			}
 		}
 		e.idleTurn()
 		idle++

@@ -51,6 +51,22 @@ func (e *Engine) planState(p *plan) error {
 	return nil
 }
 
+// tickDue reports whether the current plan's idle workers are to be told
+// the time (pipelines.Ticker), and the time: on a live port (liveClock),
+// for a plan with stages that keep time, at most every
+// pipelines.IdleTickMS. The idle path's: one clock read a call.
+func (e *Engine) tickDue() (uint64, bool) {
+	if !e.liveClock || !e.cur.clock || !e.cur.runners[0].Ticks() {
+		return 0, false
+	}
+	now := clockMS()
+	if now-e.tickedAt < pipelines.IdleTickMS && now >= e.tickedAt {
+		return 0, false
+	}
+	e.tickedAt = now
+	return now, true
+}
+
 // servicePending reports whether a runner of the current plan has a
 // control request waiting.
 func (e *Engine) servicePending() bool {
@@ -65,6 +81,11 @@ func (e *Engine) servicePending() bool {
 // steerRound is one received batch on its way through the workers.
 type steerRound struct {
 	n   int                           // packets
+	// epoch is the whole time the workers' batches carry (Batch.Epoch):
+	// the receive's where the engine stamped it, a tick's for an empty
+	// round, else 0. A worker given no packet of a round with one ticks
+	// (pipelines.Ticker).
+	epoch uint64
 	off [pipelines.MaxWorkers + 1]int // worker w's packets: pos[off[w]:off[w+1]]
 	pos []uint16                      // staged index of each, grouped by worker
 }
@@ -170,9 +191,13 @@ func (e *Engine) runSteered(done <-chan struct{}, progress Progress) error {
 		if e.old != nil && ex.InFlight() == 0 {
 			e.retire()
 		}
-		if st.fill < 0 && st.count < len(st.rounds) && inErr == nil && !repool && e.servicePending() {
-			e.steerRound(st, 0) // an empty round takes a control request to every worker
-			continue
+		if st.fill < 0 && st.count < len(st.rounds) && inErr == nil && !repool {
+			// An empty round takes a control request, or the time (an
+			// idle link's flows expire), to every worker.
+			if now, tick := e.tickDue(); tick || e.servicePending() {
+				e.steerRound(st, 0, now)
+				continue
+			}
 		}
 		e.idleTurn()
 		idle++
@@ -192,17 +217,18 @@ func (e *Engine) steerReceive(st *steerer) (int, error) {
 		for i := range got {
 			st.owner[i] = uint8(steer.Worker(b.Packet(i), st.n))
 		}
-		e.steerRound(st, got)
+		e.steerRound(st, got, b.Epoch())
 	}
 	return n, err
 }
 
 // steerRound starts a round of the n staged packets: their order by
-// worker (a counting sort, stable), then distribution.
-func (e *Engine) steerRound(st *steerer, n int) {
+// worker (a counting sort, stable), then distribution. epoch is the
+// whole time its batches carry (steerRound.epoch).
+func (e *Engine) steerRound(st *steerer, n int, epoch uint64) {
 	r := &st.rounds[(st.head+st.count)%len(st.rounds)]
 	st.count++
-	r.n = n
+	r.n, r.epoch = n, epoch
 	clear(r.off[:st.n+1])
 	for _, w := range st.owner[:n] {
 		r.off[w+1]++
@@ -241,7 +267,7 @@ func (e *Engine) steerFill(pl *pool, st *steerer) bool {
 				b.Meta[b.Len()-1].Flags = f
 			}
 		}
-		b.SetEpoch(src.Epoch()) // the receive's whole time, where the engine stamped it
+		b.SetEpoch(r.epoch) // the receive's whole time, where the engine stamped it; a tick's
 		e.submit(pl)
 		st.fill++
 		any = true

@@ -440,6 +440,39 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	}
 }
 
+// Tick implements Ticker: the engine's clock reads now on a worker that
+// got no packet (an idle link, or a steered round that sent all its
+// packets to other workers). The table's clock moves to it (a gap past
+// ctClockBack is a discontinuity, as a batch's Epoch is: clock64) and
+// the sweep takes what is due, so flows expire on an idle worker as they
+// do on a busy one, and the entries gauge and the expiries counter say
+// so. A stage that has seen no packet has no clock and no flows: nothing
+// to do (and no table made for it).
+func (s *ctStage) Tick(now uint64) {
+	if s.tab == nil && s.carry == nil {
+		return
+	}
+	t := s.table()
+	if !t.nowSet {
+		return
+	}
+	// No vector is in flight between batches: the last one's pins lapse
+	// and what it held goes free, as at a new vector.
+	t.gen++
+	if len(s.held) > 0 {
+		s.releaseHeld()
+	}
+	t.vec, t.begun, t.stamped = nil, 0, 0
+	t.clock64(now)
+	t.advance(uint32(now))
+	if n := t.sweep(t.sweepDueUpTo(ctTickSweepMax)); n > 0 {
+		s.c[ctcExpiries] += uint64(n)
+		s.c[ctcEntries] -= uint64(n)
+		s.live.mark(ctcExpiries)
+		s.live.mark(ctcEntries)
+	}
+}
+
 // ctChunk is how many packets the prefetching passes take at a time:
 // the lines of a chunk (an index line and an entry's two per packet, 12
 // KB) stay in the L1 cache until the tracking loop reads them, and the

@@ -387,5 +387,6 @@ func (s *ctStage) info(en *ctEntry) FlowInfo {
 var (
 	_ StateCarrier = (*ctStage)(nil)
 	_ Servicer     = (*ctStage)(nil)
+	_ Ticker       = (*ctStage)(nil)
 	_ FlowPoster   = (*ctStage)(nil)
 )

@@ -61,9 +61,11 @@ type Runner struct {
 	// bench row saw as 2 allocations in a 20M-packet run.
 	lives []LiveReporter
 	// committers are the stages to confirm after each batch, servicers
-	// those that serve control requests (stateful.go).
+	// those that serve control requests, tickers those that keep time
+	// (stateful.go).
 	committers []Committer
 	servicers  []Servicer
+	tickers    []Ticker
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -141,6 +143,9 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		if sv, ok := rn.stage.(Servicer); ok {
 			r.servicers = append(r.servicers, sv)
+		}
+		if tk, ok := rn.stage.(Ticker); ok {
+			r.tickers = append(r.tickers, tk)
 		}
 		if wa, ok := rn.stage.(WorkerAware); ok {
 			wa.SetWorker(o.Worker, max(o.Workers, 1))
@@ -285,6 +290,13 @@ func (r *Runner) Process(b *rings.Batch) {
 	r.outcome, r.mixed = rings.Outcome{}, false
 	if t := r.tap.Load(); t != r.curTap {
 		r.takeTap(t)
+	}
+	if n == 0 && r.tickers != nil {
+		// An empty batch with the engine's whole time is a tick (an idle
+		// worker's, or one that a round gave no packet): see Ticker.
+		if now := b.Epoch(); now != 0 {
+			r.Tick(now)
+		}
 	}
 	if r.servicers != nil {
 		r.Service()

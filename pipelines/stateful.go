@@ -24,6 +24,12 @@ import (
 //     flush) through a request the worker serves between batches
 //     (Servicer); an idle engine runs empty batches for it
 //     (Runner.ServicePending).
+//   - Ticks. A stage that keeps time on the packets' clock (conntrack's
+//     timeouts) would stand still on a worker that gets no packets; on a
+//     live port the engine tells such a worker the time (Ticker), so its
+//     flows expire while the link is idle, as Linux's conntrack garbage
+//     collector expires them. A replay's clock is its capture's: it has
+//     no ticks, and stays deterministic.
 
 // Committer is implemented by stage instances that confirm per-packet
 // state once the batch's verdicts are known. The runner calls Commit at
@@ -64,6 +70,34 @@ type Linker interface {
 type Servicer interface {
 	Pending() bool
 	Serve()
+}
+
+// Ticker is implemented by stage instances that keep time on the packets'
+// clock. Tick tells the instance the time now: the engine's whole clock
+// (Unix ms, whose low 32 bits are a live packet's Meta.Time), between
+// batches on the worker, no packet in flight on it. The engine ticks only
+// when its input port leaves the time to the engine (a live port, not a
+// replay, whose packets carry the capture's times), at most every
+// IdleTickMS on an idle worker, and on a worker that a steered round gave
+// no packet. The instance moves its clock on (never back) and expires
+// what is due, bounded per call. Must not allocate.
+type Ticker interface {
+	Tick(now uint64)
+}
+
+// IdleTickMS is how often (ms) the engine ticks an idle worker's Tickers.
+const IdleTickMS = 100
+
+// Ticks reports whether the runner has stages that keep time.
+func (r *Runner) Ticks() bool { return r.tickers != nil }
+
+// Tick passes the time to the runner's Tickers (see Ticker). Only the
+// runner's goroutine may call it, between batches; Process calls it for
+// an empty batch with an Epoch.
+func (r *Runner) Tick(now uint64) {
+	for _, t := range r.tickers {
+		t.Tick(now)
+	}
 }
 
 // WorkerAware is implemented by stage instances that need to know which
