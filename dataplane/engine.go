@@ -152,7 +152,7 @@ type Engine struct {
 	// flight (its grace period). cur and old are the I/O loop's.
 	planPtr   atomic.Pointer[plan]
 	cur, old  *plan
-	curActive bool  // a batch stamped with cur has completed
+	curActive bool // a batch stamped with cur has completed
 	// liveClock says the input port leaves the packets' time to the
 	// engine (its receives keep the engine's stamp: a live port), so the
 	// engine may tell idle workers the time (ticks, see tickDue); a port

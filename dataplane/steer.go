@@ -80,14 +80,14 @@ func (e *Engine) servicePending() bool {
 
 // steerRound is one received batch on its way through the workers.
 type steerRound struct {
-	n   int                           // packets
+	n int // packets
 	// epoch is the whole time the workers' batches carry (Batch.Epoch):
 	// the receive's where the engine stamped it, a tick's for an empty
 	// round, else 0. A worker given no packet of a round with one ticks
 	// (pipelines.Ticker).
 	epoch uint64
-	off [pipelines.MaxWorkers + 1]int // worker w's packets: pos[off[w]:off[w+1]]
-	pos []uint16                      // staged index of each, grouped by worker
+	off   [pipelines.MaxWorkers + 1]int // worker w's packets: pos[off[w]:off[w+1]]
+	pos   []uint16                      // staged index of each, grouped by worker
 }
 
 // steerer is runSteered's state, made with the pool.
