@@ -224,3 +224,65 @@ func TestLiveConntrack(t *testing.T) {
 		t.Fatalf("warpflowd exited %d", code)
 	}
 }
+
+// TestLiveIdleFlowsExpire: warpflowd on a live link, a conntrack stage
+// with a UDP timeout of 1 s on two steered workers; the traffic stops,
+// and within the timeout and one sweep period (10 s) warpctl conntrack
+// count says the table is empty and stats counts every flow expired. An
+// idle worker hears the engine's clock (ticks); before, its clock stood
+// at its last packet and the flows stayed, listed and counted, until
+// traffic came back.
+func TestLiveIdleFlowsExpire(t *testing.T) {
+	requireLive(t, "tcpreplay")
+	idle := strings.Replace(strings.Replace(liveCTA, "name: cta", "name: ctidle", 1),
+		"{name: ct, type: conntrack, size: 4096}", "{name: ct, type: conntrack, size: 4096, timeouts: {udp: 1}}", 1)
+	p := writePipeline(t, t.TempDir(), "ctidle", idle)
+	const sports, n = 25, 400 // 25 source ports x 4 destination ports: 100 flows, some dropped by the filter
+	capture := flowCapture(t, n, sports)
+	topo := newLab(t)
+	lc := startControlled(t, topo, p, "workers_per_queue: 2\n")
+	if got := tcpreplay(t, topo, capture, 1000); got != n {
+		t.Fatalf("tcpreplay sent %d of %d", got, n)
+	}
+	st := statsAfterReplay(t, lc.c, topo, n)
+	inserts := stageCounter(st, "ct", "inserts")
+	if inserts < sports {
+		t.Fatalf("%d flows inserted, want at least %d", inserts, sports)
+	}
+	count := func() control.ConntrackReply {
+		out, stderr, code := warpctl(t, lc.sock, "conntrack", "count", "--json")
+		var r control.ConntrackReply
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("conntrack count: exit %d %s\n%s", code, stderr, out)
+		}
+		return r
+	}
+	start := time.Now()
+	for {
+		c := count()
+		if c.Entries == 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%d flows still in the table %v after the traffic stopped (UDP timeout 1 s, sweep period 10 s)", c.Entries, time.Since(start).Round(time.Millisecond))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("the table emptied %v after the traffic stopped", time.Since(start).Round(time.Millisecond))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s, err := lc.c.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, ent := stageCounter(s, "ct", "expiries"), stageCounter(s, "ct", "entries")
+		if exp == stageCounter(s, "ct", "inserts") && ent == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats after the table emptied: expiries %d, entries %d, inserts %d", exp, ent, stageCounter(s, "ct", "inserts"))
+		}
+	}
+	if code := lc.d.stop(t, syscall.SIGTERM, 10*time.Second); code != 0 {
+		t.Fatalf("warpflowd exited %d", code)
+	}
+}
