@@ -13,7 +13,12 @@ import (
 // batch size.
 func (e *Engine) complete(p *plan, b *rings.Batch) {
 	c := &e.counts
-	c.batches++
+	if len(b.Descs) > 0 {
+		// An empty batch (a tick, a control request on an idle worker)
+		// is no batch of traffic: counted, it would lower the batch fill
+		// of a quiet link some ten times a second.
+		c.batches++
+	}
 	e.inEngine -= len(b.Descs) // all handed on below
 	if e.completeUniform(p, b) {
 		return
@@ -170,16 +175,27 @@ func (e *Engine) keep(k int, list []rings.Desc, n int) {
 // had none (the I/O loops stop on it).
 func (e *Engine) receive(b *rings.Batch, clock bool) (int, error) {
 	had := b.Len()
+	var t0 uint32
+	var e0 uint64
 	if clock {
+		t0, e0 = b.Time(), b.Epoch()
 		b.SetTime64(clockMS())
 	}
 	n, err := e.in.Receive(b)
 	e.inEngine += b.Len() - had
-	if clock && b.Len() > had {
-		// Packets came: whether they kept the engine's time (a live
-		// port) or took the port's own (SetTime, a replay) decides
-		// whether idle workers are told the time (tickDue).
-		e.liveClock = b.Epoch() != 0
+	if clock {
+		if b.Len() > had {
+			// Packets came: whether they kept the engine's time (a live
+			// port) or took the port's own (SetTime, a replay) decides
+			// whether idle workers are told the time (tickDue).
+			e.liveClock = b.Epoch() != 0
+		} else {
+			// Nothing came: the batch keeps the time it had. A slot a
+			// replay part-filled and this receive added nothing to must
+			// not go to the workers with the wall clock as its Epoch.
+			b.SetTime(t0)
+			b.SetEpoch(e0)
+		}
 	}
 	if e.tracker != nil {
 		e.trackReceived(b, had)

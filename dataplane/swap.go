@@ -201,7 +201,7 @@ func (e *Engine) PrepareSwap(g *pipelines.Graph, outs Outputs, o SwapOptions) (*
 	}
 	p.atTakeUp = o.AtTakeUp
 	ps := &PreparedSwap{e: e, g: g, p: p, old: old}
-	if e.needsPool(p, c.pool, c.batch) {
+	if e.needsPool(p, c.pool, c.batch) || resteers(old, p) {
 		pl, err := e.newPool(p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSwap, err)

@@ -448,9 +448,17 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 // do on a busy one, and the entries gauge and the expiries counter say
 // so. A stage that has seen no packet has no clock and no flows: nothing
 // to do (and no table made for it).
+//
+// Before its first packet a stage ticks only a table a swap hands it
+// whole (the same worker's, of the same size, with a clock: taking it is
+// a pointer's move). A hand-over that copies (a re-steered or resized
+// table) is left to the first packet: a tick allocates nothing, and an
+// idle worker's flows from such a swap wait for traffic to expire.
 func (s *ctStage) Tick(now uint64) {
-	if s.tab == nil && s.carry == nil {
-		return
+	if s.tab == nil {
+		if c := s.current(); c == nil || !c.nowSet || len(c.ent) != s.t.size {
+			return
+		}
 	}
 	t := s.table()
 	if !t.nowSet {
