@@ -75,6 +75,7 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 				t.Fatalf("entries %d, want %d", n, flows)
 			}
 
+			batches := e.Stats().Batches
 			// The UDP timeout (30 s) passes with no packet; the test's
 			// clock then moves 100 ms a poll, as a real one would.
 			now.Add(31_000)
@@ -113,6 +114,11 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 			}
 			if n := flowCount(); n != 0 {
 				t.Fatalf("%d flows listed after every one expired", n)
+			}
+			// The ticks' empty batches are no traffic: the batch count
+			// (received / batches is the fill operators read) stays.
+			if got := e.Stats().Batches; got != batches {
+				t.Fatalf("batches %d after the idle ticks, %d before: empty batches counted", got, batches)
 			}
 		})
 	}

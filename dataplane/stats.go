@@ -29,8 +29,10 @@ import (
 //   - frames the kernel dropped before the engine saw them (an RX ring
 //     full, no free frame on the fill ring) were never received: they are
 //     the daemon's kernel drops, not here.
-//   - Batches counts the batches completed, so received / Batches (the
-//     fill per batch) is never above the batch size.
+//   - Batches counts the batches of packets completed, so received /
+//     Batches (the fill per batch) is never above the batch size; the
+//     empty batches that take a tick or a control request to an idle
+//     worker are not counted.
 //
 // The verdict counters (received through Drops, Batches, ExecutorFull,
 // FramesLost) and Frames are one snapshot: the I/O loop publishes them
