@@ -484,8 +484,20 @@ workers_per_queue: 0
 			sink := startSinkCapture(t, topo)
 			d := startLiveDaemon(t, topo, daemon, cfg)
 			d.waitFor(t, "running", 20*time.Second, nil)
-			res, err := runGen(t, ctl, topo, runtime.NumCPU()-1, "--engine", "afxdp", "--pcap", capture,
-				"--count", strconv.FormatUint(want.Received, 10), "--rate", "20000", "--duration", "20s")
+			// The generator ends by its --duration; one that does not is
+			// left running when this fails.
+			type genRun struct {
+				res gen.Result
+				err error
+			}
+			ran := make(chan genRun, 1)
+			go func() {
+				res, err := runGen(t, ctl, topo, runtime.NumCPU()-1, "--engine", "afxdp", "--pcap", capture,
+					"--count", strconv.FormatUint(want.Received, 10), "--rate", "20000", "--duration", "20s")
+				ran <- genRun{res, err}
+			}()
+			r := testwait.Recv(t, ran, "warpctl gen of a 20s run to return", 20*time.Second+testwait.Deadline)
+			res, err := r.res, r.err
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -436,7 +436,7 @@ func TestTCPNeedsToken(t *testing.T) {
 	}
 	// Any other method too, without a list of verbs to keep.
 	req, _ := http.NewRequest("PATCH", "http://"+addr+"/v1/pipelines/good", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("PATCH without a token: %v %v", resp, err)
 	} else {
 		resp.Body.Close()

@@ -225,7 +225,7 @@ func TestPinProcessOther(t *testing.T) {
 		case <-waited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-waited
+			testwait.Recv(t, waited, "the helper process to exit after SIGKILL", testwait.Deadline)
 		}
 	}()
 	ready := make(chan string, 1)

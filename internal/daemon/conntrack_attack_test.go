@@ -93,7 +93,7 @@ func ctAttackDaemonStalls(t *testing.T, stages string, queues, workers, flows in
 			s.stall.Store(false)
 		}
 		cancel()
-		wg.Wait()
+		testwait.Group(t, &wg, "the queues' engines to return after cancel (cleanup)", testwait.Deadline)
 	})
 	for qi := range queues {
 		arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
@@ -176,7 +176,7 @@ func TestConntrackConcurrentRequests(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		flushed, ferr = d.conntrack(ctx, control.ConntrackQuery{DstPort: 54, Flush: true})
 	}()
-	wg.Wait()
+	testwait.Group(t, &wg, "16 clients' requests and the flush to return", testwait.Deadline)
 	close(errs)
 	for err := range errs {
 		t.Error(err)

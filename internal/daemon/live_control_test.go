@@ -370,9 +370,9 @@ var metricLine = regexp.MustCompile(`^(warpflow_[a-z_]+)\{([^}]*)\} (\S+)$`)
 // stats --json` read right after, the daemon being quiesced.
 func checkMetricsMatchStats(t *testing.T, ns, addr, sock string) {
 	t.Helper()
-	out, err := inNS(ns, "curl", "-sf", "http://"+addr+"/metrics").Output()
+	out, err := inNS(ns, "curl", "-sf", "--max-time", "10", "http://"+addr+"/metrics").Output()
 	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
+		t.Fatalf("scrape %s (10 s at most): %v", addr, err)
 	}
 	js, stderr, code := warpctl(t, sock, "stats", "--json")
 	if code != 0 {

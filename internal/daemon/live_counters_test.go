@@ -284,9 +284,9 @@ func checkStageCounters(t *testing.T, s control.Stats) {
 // counts that stats does.
 func checkCounterMetrics(t *testing.T, ns, addr string, s control.Stats) {
 	t.Helper()
-	out, err := inNS(ns, "curl", "-sf", "http://"+addr+"/metrics").Output()
+	out, err := inNS(ns, "curl", "-sf", "--max-time", "10", "http://"+addr+"/metrics").Output()
 	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
+		t.Fatalf("scrape %s (10 s at most): %v", addr, err)
 	}
 	q := s.Queues[0]
 	var want []string

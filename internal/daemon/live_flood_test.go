@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/warpflow/warpflow/internal/gen"
 	"github.com/warpflow/warpflow/internal/lab"
+	"github.com/warpflow/warpflow/internal/testwait"
 )
 
 var (
@@ -218,10 +220,16 @@ func runGen(t *testing.T, name string, topo *lab.Topology, flows int, srcPort ui
 	args := []string{"-c", "0", ctlBin, "gen", "--netns", topo.Gen.Namespace, "--iface", topo.Gen.Name,
 		"--flows", strconv.Itoa(flows), "--src-port", strconv.Itoa(int(srcPort)), "--rate", strconv.FormatFloat(rate, 'f', 0, 64),
 		"--count", "500000000", "--duration", d.String(), "--json"}
-	cmd := exec.Command("taskset", args...)
+	// The context ends a generator that outlives its --duration.
+	ctx, cancel := context.WithTimeout(context.Background(), d+testwait.Deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "taskset", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		t.Fatalf("%s: warpctl gen of a %v run did not exit within %v:\n%s", name, d, d+testwait.Deadline, stderr.String())
+	}
 	if err != nil {
 		t.Fatalf("%s: warpctl gen: %v\n%s", name, err, stderr.String())
 	}

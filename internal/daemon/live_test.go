@@ -736,7 +736,13 @@ func TestLiveSecondDaemonRefused(t *testing.T) {
 	d := startDaemon(t, topo.DP0.Namespace, "--config", cfg)
 	d.waitFor(t, "running", 10*time.Second)
 
-	out, err := inNS(topo.DP0.Namespace, daemonBinary(t), "--config", cfg).CombinedOutput()
+	// A second daemon that is not refused would run on: the timer ends it.
+	second := inNS(topo.DP0.Namespace, daemonBinary(t), "--config", cfg)
+	timer := time.AfterFunc(10*time.Second, func() { second.Process.Kill() })
+	out, err := second.CombinedOutput()
+	if !timer.Stop() {
+		t.Fatalf("second warpflowd still ran 10s after it started, want it refused at once; output:\n%s", out)
+	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("second warpflowd: err %v, want exit 1; output:\n%s", err, out)

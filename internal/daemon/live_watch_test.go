@@ -160,9 +160,9 @@ func TestLiveWatchConfigMapSwap(t *testing.T) {
 	}
 
 	// The metrics say what stats say.
-	out, err := inNS(topo.DP0.Namespace, "curl", "-sf", "http://"+lc.metricsAddr+"/metrics").Output()
+	out, err := inNS(topo.DP0.Namespace, "curl", "-sf", "--max-time", "10", "http://"+lc.metricsAddr+"/metrics").Output()
 	if err != nil {
-		t.Fatalf("scrape: %v", err)
+		t.Fatalf("scrape (10 s at most): %v", err)
 	}
 	for _, want := range []string{
 		`warpflow_pipeline_watch_total{result="swapped"} 6`,
