@@ -75,6 +75,7 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 				t.Fatalf("entries %d, want %d", n, flows)
 			}
 
+			waitReceived(t, e, flows) // completed, and the batch counted
 			batches := e.Stats().Batches
 			// The UDP timeout (30 s) passes with no packet; the test's
 			// clock then moves 100 ms a poll, as a real one would.

@@ -449,16 +449,16 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 // so. A stage that has seen no packet has no clock and no flows: nothing
 // to do (and no table made for it).
 //
-// Before its first packet a stage ticks only a table a swap hands it
-// whole (the same worker's, of the same size, with a clock: taking it is
-// a pointer's move). A hand-over that copies (a re-steered or resized
-// table) is left to the first packet: a tick allocates nothing, and an
-// idle worker's flows from such a swap wait for traffic to expire.
+// Before its first packet a stage ticks only if a swap hands it flows
+// with a clock: it takes them over then, as its first packet would (a
+// table handed over whole moves as a pointer; a re-steered or resized one
+// is copied into a new table, the one time a tick allocates). The copy
+// reads the old plan's tables: of this worker (resized), whose batches
+// are done before this plan's run on it, or of every worker (re-steered),
+// which comes with a pool change, the old workers stopped first.
 func (s *ctStage) Tick(now uint64) {
-	if s.tab == nil {
-		if c := s.current(); c == nil || !c.nowSet || len(c.ent) != s.t.size {
-			return
-		}
+	if s.tab == nil && (s.carry == nil || !s.carry.hasClock()) {
+		return
 	}
 	t := s.table()
 	if !t.nowSet {

@@ -159,6 +159,24 @@ func (c *ctCarry) sources() []ctSource {
 	return out
 }
 
+// hasClock reports whether a table c's flows come from has a clock (has
+// seen a packet): the tables sources finds, found without allocating.
+func (c *ctCarry) hasClock() bool {
+	for _, o := range c.olds {
+		switch {
+		case o.tab != nil:
+			if o.tab.nowSet {
+				return true
+			}
+		case o.carry != nil:
+			if o.carry.hasClock() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // current returns the table this instance holds or, if it never ran,
 // the one it would have taken over (following a chain of swaps that came
 // faster than the worker's batches).

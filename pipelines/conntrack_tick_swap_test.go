@@ -3,6 +3,8 @@ package pipelines
 import (
 	"runtime"
 	"testing"
+
+	"github.com/warpflow/warpflow/internal/allocs"
 )
 
 // TestTickAfterSwapMakesNoTable: after a swap that carries the stage, a
@@ -41,7 +43,9 @@ func TestTickAfterSwapTakesTheTableOver(t *testing.T) {
 	st := nw.stage("ct").(*ctStage)
 	now := uint64(old.now)
 	// Counted from the first tick, the take-over's (allocs.Count would
-	// run a first call uncounted).
+	// run a first call uncounted); one P, as allocs.Count measures, so
+	// that no other goroutine's allocation is counted.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	before := m.Mallocs
@@ -58,5 +62,36 @@ func TestTickAfterSwapTakesTheTableOver(t *testing.T) {
 	}
 	if got := stCounter(st, "expiries"); got != 1 || st.tab.n != 0 {
 		t.Fatalf("after 20 s of ticks: %d expiries, %d flows (want the one flow expired)", got, st.tab.n)
+	}
+}
+
+// TestTickAfterResizingSwapCopies: a swap that changes the table's size
+// copies the flows into a new table; on an idle worker a tick does that
+// copy (once: ticks after it allocate nothing) and the flows expire on
+// the ticks, the entries gauge following, where they used to wait for
+// the first packet.
+func TestTickAfterResizingSwapCopies(t *testing.T) {
+	old := newSFRig(t, ctYAML(", size: 4096, timeouts: {udp: 1}", ""))
+	for f := range 10 {
+		old.one(sfUDP(t, cli, srv, uint16(1000+f), 53, 8))
+	}
+	nw := newSFRig(t, ctYAML(", size: 8192, timeouts: {udp: 1}", ""))
+	if got := nw.r.CarryState([]*Runner{old.r}, nil, func(string) bool { return false }); len(got) != 1 {
+		t.Fatalf("carried %v", got)
+	}
+	st := nw.stage("ct").(*ctStage)
+	now := uint64(old.now) + 100
+	nw.r.Tick(now) // the copy
+	if st.tab == nil || len(st.tab.ent) != 8192 || st.tab.n != 10 {
+		t.Fatalf("after the first tick: table %v", st.tab != nil)
+	}
+	if got := stCounter(st, "entries"); got != 10 {
+		t.Fatalf("entries %d after the copy, want 10", got)
+	}
+	if n := allocs.Count(200, func() { now += IdleTickMS; nw.r.Tick(now) }); n != 0 {
+		t.Fatalf("%d allocations in 200 ticks after the copy", n)
+	}
+	if got, left := stCounter(st, "expiries"), stCounter(st, "entries"); got != 10 || left != 0 || st.tab.n != 0 {
+		t.Fatalf("after 20 s of ticks: %d expiries, entries %d, %d flows held (want all 10 expired)", got, left, st.tab.n)
 	}
 }

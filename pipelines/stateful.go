@@ -80,7 +80,8 @@ type Servicer interface {
 // replay, whose packets carry the capture's times), at most every
 // IdleTickMS on an idle worker, and on a worker that a steered round gave
 // no packet. The instance moves its clock on (never back) and expires
-// what is due, bounded per call. Must not allocate.
+// what is due, bounded per call. It allocates nothing, except once after
+// a swap where it takes over state as a first Process would.
 type Ticker interface {
 	Tick(now uint64)
 }
