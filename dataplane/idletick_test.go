@@ -76,7 +76,15 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 			}
 
 			waitReceived(t, e, flows) // completed, and the batch counted
-			batches := e.Stats().Batches
+			workerBatches := func() (n uint64) {
+				if x := e.Stats().Executor; x != nil {
+					for _, w := range x.Workers {
+						n += w.Batches
+					}
+				}
+				return n
+			}
+			batches, wb := e.Stats().Batches, workerBatches()
 			// The UDP timeout (30 s) passes with no packet; the test's
 			// clock then moves 100 ms a poll, as a real one would.
 			now.Add(31_000)
@@ -120,6 +128,9 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 			// (received / batches is the fill operators read) stays.
 			if got := e.Stats().Batches; got != batches {
 				t.Fatalf("batches %d after the idle ticks, %d before: empty batches counted", got, batches)
+			}
+			if got := workerBatches(); got != wb {
+				t.Fatalf("the workers' batches %d after the idle ticks, %d before: empty batches counted", got, wb)
 			}
 		})
 	}

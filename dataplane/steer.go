@@ -408,8 +408,9 @@ func sameCarry(old *plan, n int, steer *pipelines.Steering) bool {
 	return old != nil && len(old.runners) == n && (n <= 1 || old.steer.Equal(steer))
 }
 
-// resteers reports whether p keeps a stateful stage of old with as many
-// workers but another steering: each of p's runners then takes its
+// resteers reports whether p keeps the state of a stage of old (same
+// name and kind, a kind whose state a swap carries) with as many workers
+// but another steering: each of p's runners then takes its
 // flows from every old runner's table (carryState), which it may read
 // only when the old plan's batches are done on every worker, not just
 // its own. The engine's per-worker order guarantees only the latter, so
@@ -419,13 +420,7 @@ func resteers(old, p *plan) bool {
 	if old == nil || p.steer == nil || len(old.runners) != len(p.runners) || sameCarry(old, len(p.runners), p.steer) {
 		return false
 	}
-	oldS := old.graph.StatefulStages()
-	for _, name := range p.graph.StatefulStages() {
-		if contains(oldS, name) {
-			return true
-		}
-	}
-	return false
+	return p.graph.CarriesStateFrom(old.graph)
 }
 
 func contains(s []string, v string) bool {

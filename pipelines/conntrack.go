@@ -457,8 +457,18 @@ func (s *ctStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 // are done before this plan's run on it, or of every worker (re-steered),
 // which comes with a pool change, the old workers stopped first.
 func (s *ctStage) Tick(now uint64) {
-	if s.tab == nil && (s.carry == nil || !s.carry.hasClock()) {
-		return
+	if s.tab == nil {
+		if s.carry == nil {
+			return
+		}
+		if !s.carry.hasClock() {
+			// No old table has seen a packet: nothing to take over.
+			// The old instances never run again: let them go, or a
+			// chain of swaps on a link whose packets never reach this
+			// stage would keep every plan's runners alive.
+			s.carry = nil
+			return
+		}
 	}
 	t := s.table()
 	if !t.nowSet {

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"errors"
 	"net/netip"
+	"slices"
 )
 
 // The conntrack stage's state beyond the hot path: setting the table up
@@ -10,6 +11,9 @@ import (
 // requests (list, count, flush).
 
 func (t *conntrackTemplate) stateful() bool { return true }
+
+// carriesState implements stateCarrying: a swap hands the table over.
+func (t *conntrackTemplate) carriesState() bool { return true }
 
 // TakeState implements StateCarrier.
 func (s *ctStage) TakeState(olds []Stage, own func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, carried bool) bool {
@@ -62,6 +66,13 @@ func (s *ctStage) setup() {
 	var k ctTuple
 	for _, src := range c.sources() {
 		old := src.tab
+		if !old.nowSet {
+			// A table no packet reached (made for a control request
+			// on an idle worker) has no flows and no clock: its zero
+			// time would move this table's clock, expiring every
+			// flow copied from the others.
+			continue
+		}
 		s.tab.start(old.now)
 		for e := range old.ent {
 			en := &old.ent[e]
@@ -129,11 +140,27 @@ type ctSource struct {
 // the tables it would have taken them from, chosen by its steering when
 // it re-steered (the newest re-steering decides: this instance's own,
 // where it has one, else the nearest one down the chain).
+//
+// Each instance is walked once per (key, decided): a chain of swaps that
+// re-steered gives every instance the whole plan before as olds, and the
+// paths through it, walked one by one, grow as the worker count to the
+// power of the chain's length.
 func (c *ctCarry) sources() []ctSource {
 	var out []ctSource
+	type visit struct {
+		o       *ctStage
+		key     *ctCarry
+		decided bool
+	}
+	var seen []visit
 	var walk func(olds []*ctStage, own func(*ctTuple) bool, key *ctCarry, decided bool)
 	walk = func(olds []*ctStage, own func(*ctTuple) bool, key *ctCarry, decided bool) {
 		for _, o := range olds {
+			v := visit{o, key, decided}
+			if slices.Contains(seen, v) {
+				continue
+			}
+			seen = append(seen, v)
 			switch {
 			case o.tab != nil:
 				dup := false
@@ -160,18 +187,56 @@ func (c *ctCarry) sources() []ctSource {
 }
 
 // hasClock reports whether a table c's flows come from has a clock (has
-// seen a packet): the tables sources finds, found without allocating.
+// seen a packet): the tables sources finds, found without allocating. It
+// walks the chain of carries a plan at a time (a carry's olds are the
+// runners of the plan before), each instance once: walked path by path,
+// a chain of re-steering swaps costs the worker count to the power of
+// its length.
 func (c *ctCarry) hasClock() bool {
+	var a, b [MaxWorkers + 1]*ctStage
+	cur, n := a[:0], 0
 	for _, o := range c.olds {
-		switch {
-		case o.tab != nil:
-			if o.tab.nowSet {
-				return true
+		cur = appendUnique(cur, o)
+	}
+	for len(cur) > 0 {
+		next := b[:0]
+		for _, o := range cur {
+			switch {
+			case o.tab != nil:
+				if o.tab.nowSet {
+					return true
+				}
+			case o.carry != nil:
+				for _, x := range o.carry.olds {
+					if len(next) == cap(next) && !slices.Contains(next, x) {
+						return c.hasClockSlow() // not one plan a level: walk it all
+					}
+					next = appendUnique(next, x)
+				}
 			}
-		case o.carry != nil:
-			if o.carry.hasClock() {
-				return true
-			}
+		}
+		a, b = b, a
+		cur = a[:len(next)]
+		if n++; n > 1<<16 {
+			return c.hasClockSlow()
+		}
+	}
+	return false
+}
+
+// appendUnique appends o to s unless s holds it.
+func appendUnique(s []*ctStage, o *ctStage) []*ctStage {
+	if slices.Contains(s, o) {
+		return s
+	}
+	return append(s, o)
+}
+
+// hasClockSlow is hasClock over sources: it allocates.
+func (c *ctCarry) hasClockSlow() bool {
+	for _, src := range c.sources() {
+		if src.tab.nowSet {
+			return true
 		}
 	}
 	return false

@@ -114,6 +114,31 @@ type stateful interface {
 	stateful() bool
 }
 
+// stateCarrying is implemented by templates whose instances take the
+// state of the stage they replace in a swap (conntrack; reassemble's
+// datagrams, milliseconds long, start empty).
+type stateCarrying interface {
+	carriesState() bool
+}
+
+// CarriesStateFrom reports whether a swap from old to g hands a stage's
+// state over: a stage of the same name and kind in both, of a kind whose
+// state a swap carries.
+func (g *Graph) CarriesStateFrom(old *Graph) bool {
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		if sc, ok := n.tmpl.(stateCarrying); !ok || n.terminal || !sc.carriesState() {
+			continue
+		}
+		for j := range old.nodes {
+			if o := &old.nodes[j]; o.name == n.name && o.kind == n.kind && !o.terminal {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // StatefulStages returns the names of the graph's stateful stages, in node
 // order: the ones whose state a swap hands over and the engine steers
 // flows for.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warpflow/warpflow/internal/cpuaffinity"
+	"github.com/warpflow/warpflow/rings"
 )
 
 // worker is one persistent goroutine's identity and counters. The counters
@@ -149,11 +150,20 @@ func (p *Pool) claimOne(w *worker) bool {
 	b := s.batch
 	b.SettleMeta() // what the producer deferred (DeferMeta), written here
 	w.kernel.Process(b)
-	bump(&w.batches, 1)
-	bump(&w.packets, uint64(b.Len()))
+	w.count(b)
 	// Publishes the kernel's writes to the consumer.
 	s.status.Store(p.word(statusDone, c))
 	return true
+}
+
+// count counts a processed batch that had packets: an empty one (the
+// engine's way to take a control request or the time to an idle worker)
+// is no batch of traffic, and counted it would lower the worker's fill.
+func (w *worker) count(b *rings.Batch) {
+	if n := b.Len(); n > 0 {
+		bump(&w.batches, 1)
+		bump(&w.packets, uint64(n))
+	}
 }
 
 // runPinned runs worker w's next sequence if it is ready. Only w (or a
@@ -170,8 +180,7 @@ func (p *Pool) runPinned(w *worker) bool {
 	b := s.batch
 	b.SettleMeta()
 	w.kernel.Process(b)
-	bump(&w.batches, 1)
-	bump(&w.packets, uint64(b.Len()))
+	w.count(b)
 	w.next = c + uint64(len(p.workers))
 	s.status.Store(p.word(statusDone, c))
 	return true

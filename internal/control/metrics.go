@@ -175,7 +175,7 @@ var families = []Family{
 		}},
 	{Name: "warpflow_worker_packets_total", Help: "Packets a CPU worker processed.", Labels: []string{"queue", "worker"},
 		collect: perWorker(func(w *Worker) uint64 { return w.Packets })},
-	{Name: "warpflow_worker_batches_total", Help: "Batches a CPU worker processed.", Labels: []string{"queue", "worker"},
+	{Name: "warpflow_worker_batches_total", Help: "Batches of packets a CPU worker processed (not the empty ones that take a control request or a conntrack tick to it).", Labels: []string{"queue", "worker"},
 		collect: perWorker(func(w *Worker) uint64 { return w.Batches })},
 	{Name: "warpflow_worker_parks_total", Help: "Times a CPU worker parked for want of work.", Labels: []string{"queue", "worker"},
 		collect: perWorker(func(w *Worker) uint64 { return w.Parks })},
