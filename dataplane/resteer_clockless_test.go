@@ -2,16 +2,8 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
-	"net/netip"
 	"testing"
 	"time"
-
-	"github.com/gopacket/gopacket/layers"
-
-	"github.com/warpflow/warpflow/internal/convgen"
-	"github.com/warpflow/warpflow/pipelines"
-	"github.com/warpflow/warpflow/rings"
 )
 
 // TestResteerAfterCountKeepsFlows: two steered workers, SNAT, live
@@ -31,46 +23,8 @@ func TestResteerAfterCountKeepsFlows(t *testing.T) {
 	clockMS = func() uint64 { return base + uint64(time.Since(t0).Milliseconds()) }
 	t.Cleanup(func() { clockMS = was })
 
-	const y = `name: %s
-settings: {batch_size: 64, workers: 2}
-stages:
-  - {name: parse, type: parse}
-  - {name: ct, type: conntrack, size: 4096}
-  - name: nat
-    type: nat
-    conntrack: ct
-    snat: [{match: {src: 10.0.0.0/8}, to: [%s]}]
-  - {name: out, type: tx, port: out}
-`
-	ga, err := pipelines.Load("a.yaml", fmt.Appendf(nil, y, "a", "192.0.2.1, 192.0.2.2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gb, err := pipelines.Load("b.yaml", fmt.Appendf(nil, y, "b", "192.0.2.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	arena, err := rings.NewArena(rings.ArenaOptions{Frames: 4096, FrameSize: 2048, Headroom: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &floodPort{a: arena}
-	server := netip.MustParseAddr("198.51.100.9")
-	for i := 0; len(in.pkts) < 100; i++ {
-		client := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
-		pkt := convgen.Frame(client, server, 0, layers.IPProtocolUDP,
-			&layers.UDP{SrcPort: layers.UDPPort(1024 + i), DstPort: 53}, make([]byte, 8))
-		if ga.Steering().Worker(pkt, 2) == 0 && gb.Steering().Worker(pkt, 2) == 0 {
-			in.pkts = append(in.pkts, pkt)
-		}
-	}
-	o := DefaultOptions()
-	o.Workers = -1
-	e, err := NewEngine(ga, arena, in, Outputs{Ports: map[string]Port{"out": NewNullPort("out")}}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runLive(t, e)
+	ga, gb := poolGraphs(t, 2, "")
+	e, in, stop := floodEngine(t, ga, worker0Flows(ga, gb, 2, 100))
 	waitReceived(t, e, 5000)
 	in.stop.Store(true)
 	before, _ := flowCount(t, e, "before the swap") // worker 1 makes its (clockless) table here

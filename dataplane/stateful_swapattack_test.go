@@ -140,25 +140,7 @@ func TestSwapAttackChainBeforeRun(t *testing.T) {
 // steered back: some of the kept sessions' replies reach a worker that
 // does not hold them (not reverse-translated; a TCP reply is invalid).
 func TestSwapAttackPoolAddressRemoved(t *testing.T) {
-	const y = `name: %s
-settings: {batch_size: 64, workers: 2}
-stages:
-  - {name: parse, type: parse}
-  - {name: ct, type: conntrack, size: 4096}
-  - name: nat
-    type: nat
-    conntrack: ct
-    snat: [{match: {src: 10.0.0.0/8}, to: [%s]}]
-  - {name: out, type: tx, port: out}
-`
-	ga, err := pipelines.Load("a.yaml", fmt.Appendf(nil, y, "a", "192.0.2.1, 192.0.2.2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gb, err := pipelines.Load("b.yaml", fmt.Appendf(nil, y, "b", "192.0.2.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ga, gb := poolGraphs(t, 2, "")
 	e, stop := attackEngine(t, ga, 100)
 	defer stop()
 	res := attackSwap(t, e, gb, false)
