@@ -61,19 +61,27 @@ import (
 //     overwrite of RFC 1858): drop:frag_tiny.
 //
 // A datagram whose first fragment came more than timeout ago is
-// forgotten (its later fragments are then fragments with no first). The
-// clock is the fragments' Meta.Time, kept in 64 bits (see advance): time
-// going back by less than timeout is ignored, by more (or a 32-bit wrap
-// after 24.9 days without fragments) expires every datagram. A
-// full table evicts the datagram nearest to its timeout among the 8 at
-// the sweep hand. Non-fragments pass untouched.
+// forgotten (its later fragments are then fragments with no first) and
+// counted under expiries, as Linux counts ReasmTimeout when its timer
+// fires: promptly, whether or not another fragment comes (the bound:
+// raExpireMax).
+// The clock is the packets' Meta.Time, kept in 64 bits (see advance):
+// the fragments' and once a vector its last packet's (so non-fragments
+// move it too), and on an idle live worker the engine's ticks (Tick);
+// time going back by less than timeout is ignored, by more (or a 32-bit
+// wrap after 24.9 days without fragments) expires every datagram. A
+// full table takes an expired datagram first, else evicts the datagram
+// nearest to its timeout among the 8 at the eviction hand. Non-fragments
+// pass untouched, at no cost per packet.
 //
 // Edges: 0 next, then drop:frag_overlap, drop:frag_inconsistent,
 // drop:frag_too_many, drop:frag_tiny, drop:frag_no_first,
 // drop:frag_too_big, drop:frag_merged.
 //
 // Counters: fragments, datagrams (completed), virtual (later fragments
-// given ports), evictions, expiries, and one per drop reason.
+// given ports), evictions, expiries, pending (a gauge: datagrams in
+// reassembly, summed over workers; honest across swaps, see settle), and
+// one per drop reason.
 var reassembleKind = Kind{Name: "reassemble", Build: buildReassemble, Counters: raDecls[:]}
 
 // raDecls are the reassemble stage's families: its drops by reason (the
@@ -84,7 +92,8 @@ var raDecls = [...]counters.Decl{
 	{Name: "datagrams", Unit: "packets", Bytes: true, Help: "Datagrams a reassemble stage completed."},
 	{Name: "virtual", Unit: "packets", Bytes: true, Help: "Later fragments a reassemble stage gave their datagram's ports (virtual reassembly)."},
 	{Name: "evictions", Help: "Datagrams a full reassembly table evicted to make room."},
-	{Name: "expiries", Help: "Datagrams a reassemble stage forgot at their timeout."},
+	{Name: "expiries", Help: "Datagrams a reassemble stage forgot at their timeout, never completed (a fragment lost, or its fragments dropped)."},
+	{Name: "pending", Kind: counters.Gauge, Help: "Datagrams in a reassemble stage's tables (summed over its workers: the occupancy)."},
 }
 
 // raLayout is every reassemble stage's counter layout: the drops keyed by
@@ -190,7 +199,7 @@ func (t *reassembleTemplate) Counters() *counters.Layout { return raLayout }
 func (t *reassembleTemplate) stateful() bool             { return true }
 
 func (t *reassembleTemplate) NewInstance() Stage {
-	return &raStage{t: t, live: newLiveTable(raNumCounters)}
+	return &raStage{t: t, live: newLiveTable(raNumCounters), acct: new(raAcct)}
 }
 
 // Counter indices: the drop edges' own, then these.
@@ -200,6 +209,7 @@ const (
 	racVirtual
 	racEvictions
 	racExpiries
+	racPending // a gauge
 	raNumCounters
 )
 
@@ -243,6 +253,10 @@ type raRec struct {
 	flags   uint8 // raF*
 	poison  Edge  // the drop edge of a poisoned datagram's later fragments
 	nextHdr uint8 // IPv6: the fragment header's next header
+	// older and newer link the records in use in the order they were
+	// taken (rec+1; 0: none), which is the order of their expiries: see
+	// expire.
+	older, newer uint32
 }
 
 const (
@@ -261,8 +275,11 @@ type raStage struct {
 	idx    []uint64 // hash<<32 | rec+1; 0 empty (open addressing, 2 per record)
 	slots  uint64
 	free   []uint32
-	hand   int
-	seed   uint64 // raKey.hash's seed
+	hand   int // the eviction scan's next record (take)
+	// oldest and newest are the ends of the records' list in the order
+	// they were taken (rec+1; 0: none): oldest expires first.
+	oldest, newest uint32
+	seed           uint64 // raKey.hash's seed
 	// now is the stage's clock in ms: 64 bits, so that it never wraps,
 	// moved on by the packets' 32-bit times (last is the latest seen;
 	// see advance).
@@ -272,15 +289,147 @@ type raStage struct {
 	c      [raNumCounters]uint64
 	bytes  [raNumCounters]uint64
 	live   liveTable
+	acct   *raAcct // the pending gauge's part in swaps (settle)
+}
+
+// Expiry. The timeout is one per stage and the stage's 64-bit clock
+// never goes back (advance), so records expire in the order they were
+// taken: the list from oldest is the exact expiry order, kept at O(1) a
+// record (take links, release unlinks), and expire releases from its
+// head what is due; no scan, and nothing per packet. Once a vector
+// (after its packets: Process) and at every tick (Tick) the clock moves
+// and expire runs, at most raExpireMax records a vector and
+// raTickExpireMax a tick; when nothing is due that is one comparison.
+//
+// The bound: a datagram is counted under expiries at the first vector
+// (one that reaches the stage on the datagram's worker; its time is its
+// last packet's) or tick whose time is at or past its timeout, unless
+// more datagrams than the cap fall due at once (a burst taken together,
+// or a jump of the clock): then the oldest go first, and a datagram is
+// counted within ceil(max_datagrams/raExpireMax) vectors, or
+// ceil(max_datagrams/raTickExpireMax) ticks, from that first one on, it
+// included (the default 4096: 16 vectors or one tick; 1<<20: 4096
+// vectors or 128 ticks, 12.8 s at IdleTickMS). On an idle live link a
+// tick comes every IdleTickMS, so the count is that late at most. The
+// caps bound a vector's extra work (a release is a hash, an index
+// deletion and a record cleared; conntrack's sweep looks at up to 256
+// entries a batch) and an idle worker's per tick (as ctTickSweepMax).
+const (
+	raExpireMax     = 256
+	raTickExpireMax = 8192
+)
+
+// expire releases the records whose timeout has passed, oldest first, at
+// most most of them, counting each under expiries.
+func (s *raStage) expire(most int) {
+	n := 0
+	for s.oldest != 0 && n < most {
+		r := int(s.oldest - 1)
+		if s.now < s.recs[r].expires {
+			break
+		}
+		s.release(r)
+		n++
+	}
+	if n > 0 {
+		s.c[racExpiries] += uint64(n)
+		s.live.mark(racExpiries)
+	}
+}
+
+// Tick implements Ticker: the engine's clock reads now on a live worker
+// that got no packet. The stage's clock moves to it (advance: the low 32
+// bits are a live packet's Meta.Time) and expire takes what is due, so a
+// datagram on an idle link is counted at its timeout as on a busy one. A
+// stage with no datagram has nothing to expire and no clock to keep (its
+// next fragment moves the clock): a tick then only settles the gauge
+// after a swap, and makes no table. It allocates nothing.
+func (s *raStage) Tick(now uint64) {
+	if !s.acct.ran {
+		s.settle()
+	}
+	if s.oldest == 0 {
+		return
+	}
+	s.advance(uint32(now))
+	s.expire(raTickExpireMax)
 }
 
 // TakeState implements StateCarrier: datagrams in reassembly are not
 // carried (they are milliseconds long); a swap starts empty and says so.
-func (s *raStage) TakeState([]Stage, func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, bool) bool {
+// Only the pending gauge looks back: when the stage's counters carry on
+// (carried), the old instances' pending datagrams are still counted in
+// them, and this instance owes their removal (settle). Each old instance
+// is owed by one new one, the first that is handed it: a swap that
+// changes the worker count hands every new instance all the old ones.
+// Control goroutine; claimed is the only field of the old instances it
+// writes, which their workers never touch.
+func (s *raStage) TakeState(olds []Stage, _ func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, carried bool) bool {
+	if !carried {
+		return false // the counters start from zero: nothing owed
+	}
+	for _, o := range olds {
+		if os, ok := o.(*raStage); ok && !os.acct.claimed {
+			os.acct.claimed = true
+			s.acct.olds = append(s.acct.olds, os.acct)
+		}
+	}
 	return false
 }
 
+// raAcct is what the pending gauge needs of an instance across swaps,
+// apart from the instance, so that a new instance that has not run yet
+// keeps the old ones' accounts alive, not their tables.
+//
+// A swap whose stage counters carry on adds the old instances' final
+// counters, pending among them, to the new ones', but their datagrams
+// are gone: the new instance subtracts them (settle) at its first vector
+// or tick, when the old instances no longer run on its worker (the
+// engine's per-worker order; a swap that changes the worker count stops
+// the old workers first). An old instance that never ran (swaps faster
+// than its worker's batches) counts none of its own but never settled
+// its debt either: what is owed for it is what it owed (owed).
+type raAcct struct {
+	held    uint64    // records in use: the worker's
+	ran     bool      // the instance ran (settled): held is all its counters still count
+	claimed bool      // a new instance owes this one's pending (TakeState: the control goroutine)
+	olds    []*raAcct // until it runs: the old instances it owes
+}
+
+// owed is the pending the stage's carried counters hold for a quiescent
+// instance's datagrams: its own, once it has run (its settle took its
+// olds' away), else its olds' (a tree: each instance is claimed once).
+func (a *raAcct) owed() uint64 {
+	if a.ran {
+		return a.held
+	}
+	var n uint64
+	for _, o := range a.olds {
+		n += o.owed()
+	}
+	return n
+}
+
+// settle takes the old instances' datagrams off the pending gauge (see
+// raAcct), once, on the worker before the instance's first vector or
+// tick does anything. The old accounts go with it.
+func (s *raStage) settle() {
+	a := s.acct
+	var n uint64
+	for _, o := range a.olds {
+		n += o.owed()
+	}
+	a.ran, a.olds = true, nil
+	if n > 0 {
+		s.c[racPending] -= n // wraps below zero: the carried counters hold n more
+		s.live.mark(racPending)
+	}
+}
+
 func (s *raStage) setup() {
+	if !s.acct.ran {
+		s.settle()
+	}
 	t := s.t
 	s.recs = make([]raRec, t.maxDg)
 	s.ranges = make([]uint32, t.maxDg*t.maxFrag)
@@ -323,7 +472,7 @@ func (s *raStage) count(k int, n uint32) {
 	s.live.mark(k)
 }
 
-// Process handles the vector's fragments.
+// Process handles the vector's fragments, then expires what is due.
 func (s *raStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 	if s.recs == nil {
 		s.setup()
@@ -340,6 +489,14 @@ func (s *raStage) Process(b *rings.Batch, idx []uint16, next []Edge) {
 			s.count(int(e), b.Descs[i].Len)
 		}
 		next[k] = e
+	}
+	// Once a vector, not per packet: the vector's last packet moves the
+	// clock (a vector of non-fragments too: a lost fragment's datagram
+	// expires while other traffic flows), and expire takes what is due.
+	// With no datagram in reassembly there is nothing to do.
+	if s.oldest != 0 && len(idx) > 0 {
+		s.advance(b.Meta[idx[len(idx)-1]].Time)
+		s.expire(raExpireMax)
 	}
 }
 
@@ -469,12 +626,32 @@ func (s *raStage) release(r int) {
 	if s.idx[i] == want {
 		probeDelete(s.idx, s.slots, i)
 	}
+	if rec.older != 0 {
+		s.recs[rec.older-1].newer = rec.newer
+	} else {
+		s.oldest = rec.newer
+	}
+	if rec.newer != 0 {
+		s.recs[rec.newer-1].older = rec.older
+	} else {
+		s.newest = rec.older
+	}
 	*rec = raRec{}
 	s.free = append(s.free, uint32(r))
+	s.acct.held--
+	s.c[racPending]--
+	s.live.mark(racPending)
 }
 
-// take returns a fresh record for k, evicting one when the table is full.
+// take returns a fresh record for k, evicting one when the table is full:
+// the oldest when its timeout has passed (an expiry), else the nearest to
+// its timeout among 8 at the hand.
 func (s *raStage) take(k *raKey, h uint32) int {
+	if len(s.free) == 0 && s.now >= s.recs[s.oldest-1].expires {
+		s.c[racExpiries]++
+		s.live.mark(racExpiries)
+		s.release(int(s.oldest - 1))
+	}
 	if len(s.free) == 0 {
 		best, bestLeft := -1, int64(0)
 		for range min(8, len(s.recs)) {
@@ -497,8 +674,18 @@ func (s *raStage) take(k *raKey, h uint32) int {
 	}
 	r := int(s.free[len(s.free)-1])
 	s.free = s.free[:len(s.free)-1]
-	s.recs[r] = raRec{key: *k, flags: raFUsed, expires: s.now + uint64(s.t.timeout)}
+	// The newest, expiring last: the clock never goes back.
+	s.recs[r] = raRec{key: *k, flags: raFUsed, expires: s.now + uint64(s.t.timeout), older: s.newest}
+	if s.newest != 0 {
+		s.recs[s.newest-1].newer = uint32(r + 1)
+	} else {
+		s.oldest = uint32(r + 1)
+	}
+	s.newest = uint32(r + 1)
 	s.insert(r, h)
+	s.acct.held++
+	s.c[racPending]++
+	s.live.mark(racPending)
 	return r
 }
 
@@ -710,4 +897,5 @@ func (s *raStage) LiveReport(dst []counters.Value) { s.live.addTo(dst, 1) }
 var (
 	_ LiveReporter = (*raStage)(nil)
 	_ StateCarrier = (*raStage)(nil)
+	_ Ticker       = (*raStage)(nil)
 )
