@@ -25,11 +25,12 @@ import (
 //     (Servicer); an idle engine runs empty batches for it
 //     (Runner.ServicePending).
 //   - Ticks. A stage that keeps time on the packets' clock (conntrack's
-//     timeouts) would stand still on a worker that gets no packets; on a
-//     live port the engine tells such a worker the time (Ticker), so its
-//     flows expire while the link is idle, as Linux's conntrack garbage
-//     collector expires them. A replay's clock is its capture's: it has
-//     no ticks, and stays deterministic.
+//     timeouts, reassemble's) would stand still on a worker that gets no
+//     packets; on a live port the engine tells such a worker the time
+//     (Ticker), so its flows and datagrams expire while the link is
+//     idle, as Linux's conntrack garbage collector and fragment timers
+//     expire them. A replay's clock is its capture's: it has no ticks,
+//     and stays deterministic.
 
 // Committer is implemented by stage instances that confirm per-packet
 // state once the batch's verdicts are known. The runner calls Commit at
