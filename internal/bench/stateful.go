@@ -148,6 +148,19 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 		return 0, io.EOF
 	}
 	if p.next == p.warm {
+		// The set-up's garbage is collected here, before the clock
+		// starts, not in the timed phase: a cycle the set-up started
+		// would otherwise finish there, and the runtime's periodic
+		// collection (due two minutes after the last, which a whole
+		// warpctl bench outlasts) could fall there too. Either stops
+		// the world, and starting it again with every P's thread
+		// locked to a row (the NIC thread's reference row) makes the
+		// runtime a new thread: a few mallocs that are no packet's
+		// (a median run of that row counted 7, runtime.newm in a
+		// memory profile). After a collection now, the steady phase,
+		// which allocates nothing, triggers none, and this one has
+		// made any thread the next stop of the world needs.
+		runtime.GC()
 		runtime.ReadMemStats(&p.ms0)
 		p.start = time.Now()
 		p.cpu0 = threadCPU()
