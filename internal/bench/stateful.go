@@ -155,9 +155,11 @@ func (p *flowPort) Receive(b *rings.Batch) (int, error) {
 		// warpctl bench outlasts) could fall there too. Either stops
 		// the world, and starting it again with every P's thread
 		// locked to a row (the NIC thread's reference row) makes the
-		// runtime a new thread: a few mallocs that are no packet's
-		// (a median run of that row counted 7, runtime.newm in a
-		// memory profile). After a collection now, the steady phase,
+		// runtime a new thread: a few mallocs that are no packet's (a
+		// median run of that row counted 7 on the AMD dev VM; a memory
+		// profile of the row shows runtime.newm after a stop of the
+		// world, which one was not traced: this removes both candidates
+		// from the timed phase). After a collection now, the steady phase,
 		// which allocates nothing, triggers none, and this one has
 		// made any thread the next stop of the world needs.
 		runtime.GC()
