@@ -66,6 +66,12 @@ type Runner struct {
 	committers []Committer
 	servicers  []Servicer
 	tickers    []Ticker
+	// tickNodes are the tickers' nodes, tickCalls their calls at the
+	// last starved check, and starveAt the engine time (Batch.Epoch) of
+	// the next: see tickStarved.
+	tickNodes []int
+	tickCalls []uint64
+	starveAt  uint64
 }
 
 // nodePub is one node's published counters: single-writer atomics (the
@@ -146,6 +152,8 @@ func (g *Graph) NewRunner(o RunnerOptions) *Runner {
 		}
 		if tk, ok := rn.stage.(Ticker); ok {
 			r.tickers = append(r.tickers, tk)
+			r.tickNodes = append(r.tickNodes, i)
+			r.tickCalls = append(r.tickCalls, 0)
 		}
 		if wa, ok := rn.stage.(WorkerAware); ok {
 			wa.SetWorker(o.Worker, max(o.Workers, 1))
@@ -307,12 +315,42 @@ func (r *Runner) Process(b *rings.Batch) {
 	for _, c := range r.committers {
 		c.Commit(b)
 	}
+	if r.tickers != nil && n > 0 {
+		// Due, or the clock stepped back by more than a period (then
+		// start over from it rather than wait for it to catch up).
+		if now := b.Epoch(); now != 0 && (now >= r.starveAt || r.starveAt-now > 2*IdleTickMS) {
+			r.tickStarved(now)
+		}
+	}
 	if n > 0 && !r.mixed {
 		r.outcome.Valid = true
 	}
 	b.Outcome = r.outcome
 	if r.sincePub += n; r.sincePub >= publishEvery || n < b.Cap() {
 		r.Publish()
+	}
+}
+
+// tickStarved ticks the tickers whose stage got no packet since the last
+// check, IdleTickMS of the engine's time ago (live batches only: Epoch
+// is 0 in a replay, which never ticks). The engine ticks a worker that
+// gets no packet; this is the stage that gets none on a worker that
+// does: a filter before it that drops everything (a swap to a blocking
+// rule set that keeps the conntrack stage), or a branch that takes every
+// packet elsewhere. Its flows and datagrams then expire as an idle
+// link's do, instead of staying listed and counted until traffic reaches
+// the stage again. Between batches (after the commits): nothing of this
+// batch is in flight at a stage that took none of it. Once per
+// IdleTickMS, so a busy runner pays one comparison a batch.
+func (r *Runner) tickStarved(now uint64) {
+	first := r.starveAt == 0
+	r.starveAt = now + IdleTickMS
+	for i, tk := range r.tickers {
+		calls := r.nodes[r.tickNodes[i]].calls
+		if calls == r.tickCalls[i] && !first {
+			tk.Tick(now)
+		}
+		r.tickCalls[i] = calls
 	}
 }
 

@@ -29,8 +29,9 @@ import (
 //     packets; on a live port the engine tells such a worker the time
 //     (Ticker), so its flows and datagrams expire while the link is
 //     idle, as Linux's conntrack garbage collector and fragment timers
-//     expire them. A replay's clock is its capture's: it has no ticks,
-//     and stays deterministic.
+//     expire them; so is a stage that gets no packet on a busy worker
+//     (a filter in front of it drops them all). A replay's clock is its
+//     capture's: it has no ticks, and stays deterministic.
 
 // Committer is implemented by stage instances that confirm per-packet
 // state once the batch's verdicts are known. The runner calls Commit at
@@ -80,8 +81,10 @@ type Servicer interface {
 // when its input port leaves the time to the engine (a live port, not a
 // replay, whose packets carry the capture's times), at most every
 // IdleTickMS on an idle worker, and on a worker that a steered round gave
-// no packet. The instance moves its clock on (never back) and expires
-// what is due, bounded per call. It allocates nothing, except once after
+// no packet; and the runner ticks, at most every IdleTickMS, a stage that
+// got no packet for that long on a worker that gets them (a filter in
+// front of it drops them all: Runner.tickStarved). The instance moves its
+// clock on (never back) and expires what is due, bounded per call. It allocates nothing, except once after
 // a swap where it takes over state as a first Process would.
 type Ticker interface {
 	Tick(now uint64)

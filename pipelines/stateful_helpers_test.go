@@ -27,6 +27,9 @@ type sfRig struct {
 	// now plus at[k] (a replay's packets of one vector can be seconds
 	// apart).
 	at []uint32
+	// epoch: stamp batches as the engine stamps a live port's
+	// (SetTime64: Batch.Epoch set), not as a replay's (SetTime).
+	epoch bool
 }
 
 func newSFRig(t testing.TB, yml string) *sfRig {
@@ -52,7 +55,11 @@ func (s *sfRig) send(pkts ...[]byte) []sfOut {
 	s.t.Helper()
 	b := s.b
 	b.Clear()
-	b.SetTime(s.now)
+	if s.epoch {
+		b.SetTime64(uint64(s.now))
+	} else {
+		b.SetTime(s.now)
+	}
 	for k, p := range pkts {
 		if k < len(s.at) {
 			b.SetTime(s.now + s.at[k])
