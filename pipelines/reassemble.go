@@ -70,8 +70,8 @@ import (
 // move it too), and on an idle live worker the engine's ticks (Tick);
 // time going back by less than timeout is ignored, by more (or a 32-bit
 // wrap after 24.9 days without fragments) expires every datagram. A
-// full table takes an expired datagram first, else evicts the datagram
-// nearest to its timeout among the 8 at the eviction hand. Non-fragments
+// full table frees the datagram that has waited longest (take): an
+// expiry if its timeout has passed, else an eviction. Non-fragments
 // pass untouched, at no cost per packet.
 //
 // Edges: 0 next, then drop:frag_overlap, drop:frag_inconsistent,
@@ -275,7 +275,6 @@ type raStage struct {
 	idx    []uint64 // hash<<32 | rec+1; 0 empty (open addressing, 2 per record)
 	slots  uint64
 	free   []uint32
-	hand   int // the eviction scan's next record (take)
 	// oldest and newest are the ends of the records' list in the order
 	// they were taken (rec+1; 0: none): oldest expires first.
 	oldest, newest uint32
@@ -644,33 +643,21 @@ func (s *raStage) release(r int) {
 }
 
 // take returns a fresh record for k, evicting one when the table is full:
-// the oldest when its timeout has passed (an expiry), else the nearest to
-// its timeout among 8 at the hand.
+// the oldest, which is the nearest to its timeout (one timeout per stage):
+// an expiry when that has passed, else an eviction. Linux evicts the
+// oldest fragment queues too (its LRU list); a scan of 8 records at a hand
+// did before, and after records had been reused it saw the newest.
 func (s *raStage) take(k *raKey, h uint32) int {
-	if len(s.free) == 0 && s.now >= s.recs[s.oldest-1].expires {
-		s.c[racExpiries]++
-		s.live.mark(racExpiries)
-		s.release(int(s.oldest - 1))
-	}
 	if len(s.free) == 0 {
-		best, bestLeft := -1, int64(0)
-		for range min(8, len(s.recs)) {
-			r := s.hand
-			if s.hand++; s.hand == len(s.recs) {
-				s.hand = 0
-			}
-			if left := int64(s.recs[r].expires - s.now); best < 0 || left < bestLeft {
-				best, bestLeft = r, left
-			}
-		}
-		if bestLeft <= 0 {
+		r := int(s.oldest - 1)
+		if s.now >= s.recs[r].expires {
 			s.c[racExpiries]++
 			s.live.mark(racExpiries)
 		} else {
 			s.c[racEvictions]++
 			s.live.mark(racEvictions)
 		}
-		s.release(best)
+		s.release(r)
 	}
 	r := int(s.free[len(s.free)-1])
 	s.free = s.free[:len(s.free)-1]

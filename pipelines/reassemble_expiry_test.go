@@ -437,3 +437,56 @@ func TestReassemblePendingAcrossSwaps(t *testing.T) {
 		}
 	})
 }
+
+// TestReassembleEvictsTheOldest: a full table evicts the datagram that
+// has waited longest (the nearest to its timeout: one timeout per stage),
+// wherever its record is. The scan it replaced looked at 8 records at a
+// hand: after some datagrams completed and their records were taken by
+// new ones, the 8 it saw were the newest, and it evicted one of those
+// while older ones stayed.
+func TestReassembleEvictsTheOldest(t *testing.T) {
+	s := newSFRig(t, raYAML(", timeout: 30, max_datagrams: 16"))
+	st := s.stage("defrag").(*raStage)
+	type dg struct{ first, last []byte }
+	mk := func(i int) dg {
+		d := sfUDP(t, cli, srv, uint16(5000+i), 53, 200)
+		d[14+4], d[14+5] = byte(i>>8), byte(i) // an IP ID per datagram
+		f := fragV4(t, d, 104)
+		return dg{f[0], f[1]}
+	}
+	var d []dg
+	for i := range 24 {
+		d = append(d, mk(i))
+	}
+	// 0 - 15 fill the table, a millisecond apart; 0 - 7 complete, and
+	// 16 - 23 take their records.
+	for i := range 16 {
+		s.one(d[i].first)
+		s.advance(1)
+	}
+	for i := range 8 {
+		if o := s.one(d[i].last); o.reason != "tx:out" {
+			t.Fatalf("datagram %d's last fragment: %s", i, o.reason)
+		}
+	}
+	for i := 16; i < 24; i++ {
+		s.one(d[i].first)
+		s.advance(1)
+	}
+	if len(st.free) != 0 {
+		t.Fatalf("%d records free, want a full table", len(st.free))
+	}
+	// One more: the oldest waiting, datagram 8, goes.
+	s.one(mk(99).first)
+	if got := stCounter(st, "evictions"); got != 1 {
+		t.Fatalf("evictions %d, want 1", got)
+	}
+	if o := s.one(d[8].last); o.reason != "drop:frag_no_first" {
+		t.Fatalf("the oldest datagram's last fragment after the eviction: %s, want drop:frag_no_first", o.reason)
+	}
+	for _, i := range []int{9, 16, 23} {
+		if o := s.one(d[i].last); o.reason != "tx:out" {
+			t.Fatalf("datagram %d, younger than the evicted one: %s, want tx:out", i, o.reason)
+		}
+	}
+}
