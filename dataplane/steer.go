@@ -366,6 +366,17 @@ func carryState(old, p *plan) (kept, reset []string) {
 	// the new steering sends it to (a changed SNAT pool or DNAT address
 	// steers some flows' replies elsewhere with the same count).
 	same := sameCarry(old, len(p.runners), p.steer)
+	if !same && !p.repools && len(old.runners) == n {
+		// Another steering with as many workers, on the old executor:
+		// no stage's table is carried (resteers would have made it a
+		// pool change), and old runner i ran on new runner i's worker,
+		// the only one whose old batches the per-worker order has done
+		// when new runner i first runs. Each takes its own: what a
+		// stage keeps of its old instance without a table (reassemble's
+		// gauge accounts) must not be read from a worker still running
+		// the old plan.
+		same = true
+	}
 	for i, r := range p.runners {
 		var names []string
 		if same {

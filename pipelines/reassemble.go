@@ -359,8 +359,9 @@ func (s *raStage) Tick(now uint64) {
 // Only the pending gauge looks back: when the stage's counters carry on
 // (carried), the old instances' pending datagrams are still counted in
 // them, and this instance owes their removal (settle). Each old instance
-// is owed by one new one, the first that is handed it: a swap that
-// changes the worker count hands every new instance all the old ones.
+// is owed by one new one, the first that is handed it: a swap that hands
+// every new instance all the old ones (another worker count, a table
+// re-steered) is a pool change (StateCarrier).
 // Control goroutine; claimed is the only field of the old instances it
 // writes, which their workers never touch.
 func (s *raStage) TakeState(olds []Stage, _ func(src, dst *[16]byte, sport, dport uint16, proto uint8, v6 bool) bool, carried bool) bool {
@@ -384,8 +385,9 @@ func (s *raStage) TakeState(olds []Stage, _ func(src, dst *[16]byte, sport, dpor
 // counters, pending among them, to the new ones', but their datagrams
 // are gone: the new instance subtracts them (settle) at its first vector
 // or tick, when the old instances no longer run on its worker (the
-// engine's per-worker order; a swap that changes the worker count stops
-// the old workers first). An old instance that never ran (swaps faster
+// engine's per-worker order; a swap that hands a new instance other
+// workers' old ones is a pool change, which stops the old workers
+// first). An old instance that never ran (swaps faster
 // than its worker's batches) counts none of its own but never settled
 // its debt either: what is owed for it is what it owed (owed).
 type raAcct struct {

@@ -43,13 +43,15 @@ type Committer interface {
 // StateCarrier is implemented by stateful stage instances. TakeState,
 // called on the control goroutine before the new plan is published, hands
 // the instance the old plan's instances of the same stage name and kind
-// (olds: the same worker's when the worker count is unchanged, else every
-// worker's) and, when the worker count changed, own: the flows this
-// instance's worker is now steered (asked of a flow's tuple in each
-// direction: a flow is kept only where both directions are steered).
-// The instance takes the state over at its first Process, when the old
-// instances no longer run on that worker (the engine's per-worker order
-// guarantees it); until then it must not touch them. carried says
+// (olds: the same worker's when the worker count is unchanged and no
+// table is re-steered, else every worker's, and then only with a pool
+// change: the old workers are stopped before the new ones start) and,
+// when the steering changed, own: the flows this instance's worker is
+// now steered (asked of a flow's tuple in each direction: a flow is kept
+// only where both directions are steered). The instance takes the state
+// over at its first Process, when the old instances no longer run on
+// that worker (the engine's per-worker order guarantees it); until then
+// it must not touch them. carried says
 // whether the old instances' stage counters carry on (same
 // configuration), which decides how the new instance counts the state it
 // takes over. It reports whether it will take state (false: the kinds'
