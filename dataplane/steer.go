@@ -31,8 +31,25 @@ import (
 // so each worker's batch holds its share of a received batch.
 
 // clockMS is the engine's clock: Unix milliseconds, whose low 32 bits are
-// Meta.Time (Batch.SetTime64). A variable: a test lets 40 days pass.
-var clockMS = func() uint64 { return uint64(time.Now().UnixMilli()) }
+// Meta.Time (Batch.SetTime64). It runs on the monotonic clock from the
+// wall time the process started at (monoClockMS), as Linux's conntrack
+// runs on jiffies: a step of the wall clock (an NTP step, date -s, a VM
+// resumed) would otherwise step every table's clock, forward expiring at
+// once every flow whose timeout it spans, back freezing every expiry
+// until the wall clock caught up again (conntrack ignores a step back of
+// up to 12.4 days). It drifts from the wall clock by the steps taken
+// since the process started; only the stateful stages read it, and only
+// to compare with itself (captures and logs stamp their own time). A
+// variable: a test lets 40 days pass.
+var clockMS = monoClockMS(time.Now())
+
+// monoClockMS is a clock of Unix milliseconds that reads start's wall
+// time at start and moves on with its monotonic reading (time.Since
+// subtracts monotonic readings when both times have one).
+func monoClockMS(start time.Time) func() uint64 {
+	base := start.UnixMilli()
+	return func() uint64 { return uint64(base + time.Since(start).Milliseconds()) }
+}
 
 // planState sets a plan's clock and steering from its graph, and refuses
 // what cannot run a stateful pipeline.
