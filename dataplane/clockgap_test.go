@@ -27,11 +27,7 @@ import (
 func TestLiveClockGapExpiresFlows(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		t.Run(fmt.Sprint("workers=", workers), func(t *testing.T) {
-			var now atomic.Uint64
-			now.Store(1_700_000_000_000)
-			was := clockMS
-			clockMS = now.Load
-			t.Cleanup(func() { clockMS = was }) // after the engine's stop (cleanups run last first)
+			now := fakeClock(t)
 
 			g := statefulGraphW(t, "gap", 64, 23, max(workers, 1))
 			arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
@@ -134,3 +130,16 @@ func (p *pushPort) Recycle(descs []rings.Desc) {
 	}
 }
 func (p *pushPort) Close() error { return nil }
+
+// fakeClock makes the engine's clock (clockMS) the returned counter,
+// starting at 1_700_000_000_000 ms, for the rest of the test: the test
+// moves time on by adding to it. The clock is put back by a cleanup,
+// which runs after the engine's stop (cleanups run last first).
+func fakeClock(t *testing.T) *atomic.Uint64 {
+	now := new(atomic.Uint64)
+	now.Store(1_700_000_000_000)
+	was := clockMS
+	clockMS = now.Load
+	t.Cleanup(func() { clockMS = was })
+	return now
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,11 +29,7 @@ func TestIdleLinkExpiresFlows(t *testing.T) {
 		stamps  bool // the port stamps its own times, as a replay does
 	}{{0, false}, {1, false}, {2, false}, {0, true}, {1, true}, {2, true}} {
 		t.Run(fmt.Sprintf("workers=%d,replaylike=%v", tc.workers, tc.stamps), func(t *testing.T) {
-			var now atomic.Uint64
-			now.Store(1_700_000_000_000)
-			was := clockMS
-			clockMS = now.Load
-			t.Cleanup(func() { clockMS = was })
+			now := fakeClock(t)
 
 			g := statefulGraphW(t, "idle", 64, 23, max(tc.workers, 1))
 			arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})

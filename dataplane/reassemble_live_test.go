@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,11 +77,7 @@ func TestReassembleLiveExpiryAndSwap(t *testing.T) {
 		{"swap then idle expiry", 2, 2, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var now atomic.Uint64
-			now.Store(1_700_000_000_000)
-			was := clockMS
-			clockMS = now.Load
-			t.Cleanup(func() { clockMS = was })
+			now := fakeClock(t)
 
 			arena, err := rings.NewArena(rings.ArenaOptions{Frames: 1024, FrameSize: 2048, Headroom: 256})
 			if err != nil {

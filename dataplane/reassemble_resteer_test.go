@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +24,7 @@ func TestReassembleGaugeAcrossResteer(t *testing.T) {
 		"    snat: [{match: {src: 10.0.0.0/8}, to: [192.0.2.1, 192.0.2.2]}]\n  - {name: out, type: tx, port: out}\n"
 	yb := "name: b\nsettings: {batch_size: 64, workers: 2}\nstages:\n  - {name: parse, type: parse}\n" + ra +
 		"  - {name: out, type: tx, port: out}\n"
-	var now atomic.Uint64
-	now.Store(1_700_000_000_000)
-	was := clockMS
-	clockMS = now.Load
-	t.Cleanup(func() { clockMS = was })
+	now := fakeClock(t)
 	ga, err := pipelines.Load("a.yaml", []byte(ya))
 	if err != nil {
 		t.Fatal(err)

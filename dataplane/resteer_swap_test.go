@@ -13,14 +13,15 @@ import (
 	"github.com/warpflow/warpflow/rings"
 )
 
-// floodPort is a live input (it stamps no time) that fills every receive
-// with pkts, round robin, until stopped.
+// floodPort is a live input (it stamps no time) that gives first once,
+// then fills every receive with pkts, round robin, until stopped.
 type floodPort struct {
-	a    *rings.Arena
-	pkts [][]byte
-	i    int
-	seq  uint64
-	stop atomic.Bool
+	a     *rings.Arena
+	first [][]byte
+	pkts  [][]byte
+	i     int
+	seq   uint64
+	stop  atomic.Bool
 }
 
 func (p *floodPort) Name() string { return "flood" }
@@ -31,7 +32,12 @@ func (p *floodPort) Receive(b *rings.Batch) (int, error) {
 		if !ok {
 			break
 		}
-		pkt := p.pkts[p.i%len(p.pkts)]
+		var pkt []byte
+		if p.i < len(p.first) {
+			pkt = p.first[p.i]
+		} else {
+			pkt = p.pkts[(p.i-len(p.first))%len(p.pkts)]
+		}
 		p.i++
 		copy(p.a.Frame(addr)[addr&uint64(p.a.FrameSize()-1):], pkt)
 		b.Append(rings.Desc{Addr: addr, Len: uint32(len(pkt))}, p.seq, 0)

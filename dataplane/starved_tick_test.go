@@ -3,7 +3,6 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,11 +36,7 @@ stages:
 `
 	for _, workers := range []int{0, 2} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			var now atomic.Uint64
-			now.Store(1_700_000_000_000)
-			was := clockMS
-			clockMS = now.Load
-			t.Cleanup(func() { clockMS = was })
+			now := fakeClock(t)
 			g, err := pipelines.Load("s.yaml", fmt.Appendf(nil, y, max(workers, 1)))
 			if err != nil {
 				t.Fatal(err)
@@ -61,11 +56,11 @@ stages:
 			// packets from every client, so that every receive is full
 			// and, with two workers, both keep getting packets (the
 			// steering hashes addresses): neither is ever idle.
-			in := &starvePort{a: arena}
+			in := &floodPort{a: arena}
 			workersHit := map[int]bool{}
 			for f := range flows {
 				in.first = append(in.first, udp(f, 53))
-				in.blocked = append(in.blocked, udp(f, 9))
+				in.pkts = append(in.pkts, udp(f, 9))
 				if workers > 1 {
 					workersHit[g.Steering().Worker(udp(f, 9), workers)] = true
 				}
@@ -110,43 +105,3 @@ stages:
 		})
 	}
 }
-
-// starvePort is a live input (it stamps no time) that gives first once,
-// then fills every receive with blocked, round robin, until stopped.
-type starvePort struct {
-	a              *rings.Arena
-	first, blocked [][]byte
-	i              int
-	seq            uint64
-	stop           atomic.Bool
-}
-
-func (p *starvePort) Name() string { return "starve" }
-func (p *starvePort) Receive(b *rings.Batch) (int, error) {
-	n := 0
-	for !p.stop.Load() && b.Len() < b.Cap() {
-		addr, ok := p.a.Alloc()
-		if !ok {
-			break
-		}
-		pkt := p.blocked[p.i%len(p.blocked)]
-		if p.i < len(p.first) {
-			pkt = p.first[p.i]
-		}
-		p.i++
-		copy(p.a.Frame(addr)[addr&uint64(p.a.FrameSize()-1):], pkt)
-		b.Append(rings.Desc{Addr: addr, Len: uint32(len(pkt))}, p.seq, 0)
-		p.seq++
-		n++
-	}
-	return n, nil
-}
-func (p *starvePort) Transmit(*rings.Arena, []rings.Desc) (int, error) {
-	return 0, ErrNotTransmitter
-}
-func (p *starvePort) Recycle(descs []rings.Desc) {
-	for _, d := range descs {
-		p.a.Free(d.Addr)
-	}
-}
-func (p *starvePort) Close() error { return nil }
